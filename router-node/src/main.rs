@@ -3,6 +3,9 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    eprintln!("switchyard-node {}: not implemented yet", env!("CARGO_PKG_VERSION"));
+    eprintln!(
+        "switchyard-node {}: not implemented yet",
+        env!("CARGO_PKG_VERSION")
+    );
     ExitCode::from(2)
 }

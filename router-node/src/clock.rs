@@ -1,0 +1,62 @@
+//! The node's clocks.
+//!
+//! Policy code in `switchyard-shared` never reads a clock; it takes [`Millis`]. The node feeds it
+//! milliseconds on a monotonic clock that starts at process start, so a wall-clock step never
+//! shortens or extends a cooldown. Absolute upstream hints (HTTP dates, epoch resets) need the
+//! wall clock, which [`Clock::epoch_ms`] provides.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use switchyard_shared::Millis;
+
+/// Monotonic milliseconds since the node started, plus wall-clock access.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock whose monotonic zero is now.
+    pub fn new() -> Self {
+        Self { start: Instant::now() }
+    }
+
+    /// Monotonic milliseconds since start; the time base of every policy decision.
+    pub fn now(&self) -> Millis {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
+    pub fn epoch_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+
+    /// The monotonic instant of a policy time, for arming timers.
+    pub fn instant_at(&self, at: Millis) -> Instant {
+        self.start + std::time::Duration::from_millis(at)
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_time_never_goes_backwards() {
+        let c = Clock::new();
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+        assert!(c.epoch_ms() > 1_600_000_000_000);
+        assert!(c.instant_at(5) >= c.instant_at(0));
+    }
+}
