@@ -17,6 +17,8 @@
 mod transition;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;
