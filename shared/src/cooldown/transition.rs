@@ -167,6 +167,8 @@ fn transient_cooldown(
         ) => CooldownHint::ScaledBackoff,
         (_, hint) => hint,
     };
+    // Fixed and upstream durations keep the level (the reference zeroed it after a hint, which
+    // would forget the escalation the next time the upstream sends no hint).
     let (cooldown, next_level) = match hint {
         CooldownHint::None => return None,
         CooldownHint::ScaledBackoff => scaled_backoff(params, level),
