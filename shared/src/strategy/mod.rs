@@ -9,7 +9,7 @@
 //! - [`pick`] returns the first of that order, in O(n) over the slice and without allocating
 //!   (connection selection runs it on every request).
 //!
-//! Invariants: `order` is a permutation of the candidates' `index`
+//! Invariants, checked by property tests: `order` is a permutation of the candidates' `index`
 //! values; with the same state and RNG state, `pick` returns `order`'s first element for every
 //! strategy; an empty slice yields `None` and touches neither state nor RNG. Candidates arrive
 //! already eligible; unhealthy ones (`healthy == false`) are ordered after all healthy ones
@@ -26,6 +26,8 @@ mod rotation;
 
 #[cfg(test)]
 mod draw_tests;
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;
 
