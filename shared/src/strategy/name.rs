@@ -1,0 +1,119 @@
+//! Strategy names: the config contract.
+//!
+//! The kebab-case names are what operators write in `strategy` and `connection_strategy`, what
+//! metrics label and what the admin API returns; serde and `FromStr` accept exactly these (no
+//! aliases, no case folding), so a typo is a config error rather than a silent fallback.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A routing strategy, named in config files exactly as [`Strategy::as_str`] spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// The configured order.
+    Priority,
+    /// Weighted random by `weight`, without replacement.
+    Weighted,
+    /// Sticky rotation: stay for `sticky_limit` selections, then the least recently used.
+    RoundRobin,
+    /// Lowest priority value first (ties in configured order): use one until it is not eligible.
+    FillFirst,
+    /// Uniform shuffle.
+    Random,
+    /// A shuffled deck: every candidate once per cycle.
+    StrictRandom,
+    /// Oldest last use first, then fewest in flight.
+    LeastUsed,
+    /// Power of two choices on a health score.
+    P2c,
+    /// Cheapest known cost first, ties by priority.
+    CostOptimized,
+    /// Lowest projected latency first.
+    LatencyOptimized,
+    /// Quota windows that reset soon first; nearly exhausted ones last.
+    ResetAware,
+    /// Most remaining quota first.
+    Headroom,
+    /// Rendezvous hashing of the prompt-cache key, so a prompt returns where it is cached.
+    CacheOptimized,
+    /// Last known good first.
+    Lkgp,
+}
+
+impl Strategy {
+    /// Every strategy, in the order the example config lists them.
+    pub const ALL: [Strategy; 14] = [
+        Self::Priority,
+        Self::Weighted,
+        Self::RoundRobin,
+        Self::FillFirst,
+        Self::Random,
+        Self::StrictRandom,
+        Self::LeastUsed,
+        Self::P2c,
+        Self::CostOptimized,
+        Self::LatencyOptimized,
+        Self::ResetAware,
+        Self::Headroom,
+        Self::CacheOptimized,
+        Self::Lkgp,
+    ];
+
+    /// A combo's strategy when the config names none.
+    pub const COMBO_DEFAULT: Strategy = Self::Priority;
+    /// A provider's `connection_strategy` when the config names none.
+    pub const CONNECTION_DEFAULT: Strategy = Self::FillFirst;
+
+    /// The kebab-case name used in config files, metrics labels and JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Priority => "priority",
+            Self::Weighted => "weighted",
+            Self::RoundRobin => "round-robin",
+            Self::FillFirst => "fill-first",
+            Self::Random => "random",
+            Self::StrictRandom => "strict-random",
+            Self::LeastUsed => "least-used",
+            Self::P2c => "p2c",
+            Self::CostOptimized => "cost-optimized",
+            Self::LatencyOptimized => "latency-optimized",
+            Self::ResetAware => "reset-aware",
+            Self::Headroom => "headroom",
+            Self::CacheOptimized => "cache-optimized",
+            Self::Lkgp => "lkgp",
+        }
+    }
+
+    /// Whether the choice draws from the RNG (the others are deterministic given the state).
+    pub const fn uses_rng(self) -> bool {
+        matches!(
+            self,
+            Self::Weighted | Self::Random | Self::StrictRandom | Self::P2c
+        )
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A strategy name that is not one of [`Strategy::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown routing strategy `{0}`")]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for Strategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStrategy(s.into()))
+    }
+}
