@@ -1,0 +1,142 @@
+//! `[[combos]]`: a client-visible model name routed over several `provider/model` targets.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Millis;
+
+/// How a combo orders its targets (meanings in the reference's combo section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ComboStrategy {
+    #[default]
+    Priority,
+    Weighted,
+    RoundRobin,
+    FillFirst,
+    Random,
+    StrictRandom,
+    LeastUsed,
+    P2c,
+    CostOptimized,
+    LatencyOptimized,
+    ResetAware,
+    Headroom,
+    CacheOptimized,
+    Lkgp,
+}
+
+impl ComboStrategy {
+    /// Every strategy, in the order the contract lists them.
+    pub const ALL: [Self; 14] = [
+        Self::Priority,
+        Self::Weighted,
+        Self::RoundRobin,
+        Self::FillFirst,
+        Self::Random,
+        Self::StrictRandom,
+        Self::LeastUsed,
+        Self::P2c,
+        Self::CostOptimized,
+        Self::LatencyOptimized,
+        Self::ResetAware,
+        Self::Headroom,
+        Self::CacheOptimized,
+        Self::Lkgp,
+    ];
+
+    /// The kebab-case name used in the config file and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Priority => "priority",
+            Self::Weighted => "weighted",
+            Self::RoundRobin => "round-robin",
+            Self::FillFirst => "fill-first",
+            Self::Random => "random",
+            Self::StrictRandom => "strict-random",
+            Self::LeastUsed => "least-used",
+            Self::P2c => "p2c",
+            Self::CostOptimized => "cost-optimized",
+            Self::LatencyOptimized => "latency-optimized",
+            Self::ResetAware => "reset-aware",
+            Self::Headroom => "headroom",
+            Self::CacheOptimized => "cache-optimized",
+            Self::Lkgp => "lkgp",
+        }
+    }
+}
+
+/// `[[combos]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ComboConfig {
+    /// REQUIRED; clients send `{"model": "<name>"}`.
+    pub name: String,
+    pub strategy: ComboStrategy,
+    /// REQUIRED, non-empty.
+    pub targets: Vec<ComboTarget>,
+    /// `[combos.config]`.
+    pub config: ComboOptions,
+}
+
+/// One combo target: `{ target = "provider/model", weight?, connection? }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComboTarget {
+    /// `provider/model`; the model part (everything after the first `/`) goes upstream.
+    pub target: String,
+    /// For weighted strategies, 0–100; absent = [`ComboTarget::DEFAULT_WEIGHT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// Optional pin to one connection of the target's provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
+}
+
+impl ComboTarget {
+    /// The weight of a target that does not set one.
+    pub const DEFAULT_WEIGHT: u32 = 1;
+
+    /// `(provider, model)`, split at the first `/`; `None` when there is no `/` or either part is
+    /// empty.
+    pub fn split(&self) -> Option<(&str, &str)> {
+        split_provider_model(&self.target)
+    }
+
+    pub fn weight(&self) -> u32 {
+        self.weight.unwrap_or(Self::DEFAULT_WEIGHT)
+    }
+}
+
+/// Splits `provider/model` at the first `/`. Model ids may themselves contain `/`.
+pub fn split_provider_model(name: &str) -> Option<(&str, &str)> {
+    let (provider, model) = name.split_once('/')?;
+    (!provider.is_empty() && !model.is_empty()).then_some((provider, model))
+}
+
+/// `[combos.config]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ComboOptions {
+    /// Extra attempts on the same target for 408/429/5xx (0–10).
+    pub max_retries: u32,
+    /// ≤ 60000.
+    pub retry_delay_ms: Millis,
+    /// Per target attempt.
+    pub timeout_ms: Millis,
+    /// 0 = none.
+    pub combo_timeout_ms: Millis,
+    /// Global cap for one request over all targets.
+    pub max_attempts: u32,
+}
+
+impl Default for ComboOptions {
+    fn default() -> Self {
+        Self {
+            max_retries: 1,
+            retry_delay_ms: 2000,
+            timeout_ms: 120_000,
+            combo_timeout_ms: 0,
+            max_attempts: 30,
+        }
+    }
+}
