@@ -235,14 +235,15 @@ impl LockTarget {
     }
 }
 
-/// What a lock is keyed by. JSON: `{provider, connection, model}` or `{provider, connection,
-/// family}`. Combo-level locks without a pinned connection use the empty connection id.
+/// What a lock is keyed by; `model` is an exact model or a quota family. JSON:
+/// `{provider, connection, model}` or `{provider, connection, family}`. Combo-level locks
+/// without a pinned connection use the empty connection id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LockKey {
     pub provider: String,
     pub connection: String,
     #[serde(flatten)]
-    pub target: LockTarget,
+    pub model: LockTarget,
 }
 
 /// A model as the router sees it when it records or checks a lock.
@@ -259,14 +260,14 @@ pub struct ModelRef<'a> {
 
 impl ModelRef<'_> {
     pub fn key(&self, scope: LockoutScope) -> LockKey {
-        let target = match (scope, self.family) {
+        let model = match (scope, self.family) {
             (LockoutScope::Family, Some(family)) => LockTarget::Family(family.to_owned()),
             _ => LockTarget::Model(self.model.to_owned()),
         };
         LockKey {
             provider: self.provider.to_owned(),
             connection: self.connection.to_owned(),
-            target,
+            model,
         }
     }
 }
@@ -487,7 +488,7 @@ impl LockoutTable {
         self.entries.retain(|key, _| {
             let matches = key.provider == provider
                 && connection.is_none_or(|c| key.connection == c)
-                && model.is_none_or(|m| key.target.name() == m);
+                && model.is_none_or(|m| key.model.name() == m);
             !matches
         });
         before - self.entries.len()
@@ -544,7 +545,7 @@ mod tests {
         LockKey {
             provider: "p".into(),
             connection: "c".into(),
-            target: LockTarget::Model(name.into()),
+            model: LockTarget::Model(name.into()),
         }
     }
 
@@ -708,7 +709,7 @@ mod tests {
         ];
         for (target, status, requested, expected) in rows {
             let key = resolve_lock_key(&target, status, requested);
-            assert_eq!(key.target, expected, "{status} {requested:?} {target:?}");
+            assert_eq!(key.model, expected, "{status} {requested:?} {target:?}");
             assert_eq!(
                 (key.provider.as_str(), key.connection.as_str()),
                 ("gemini", "c1")
@@ -842,7 +843,7 @@ mod tests {
         let k = |p: &str, c: &str, m: &str| LockKey {
             provider: p.into(),
             connection: c.into(),
-            target: LockTarget::Model(m.into()),
+            model: LockTarget::Model(m.into()),
         };
         t.lock(k("a", "1", "x"), LockReason::Unknown, 10 * S, 0);
         t.lock(k("a", "1", "y"), LockReason::Unknown, 20 * S, 0);
@@ -885,7 +886,7 @@ mod tests {
         let key = LockKey {
             provider: "openai".into(),
             connection: "c1".into(),
-            target: LockTarget::Model("gpt-5".into()),
+            model: LockTarget::Model("gpt-5".into()),
         };
         let json = serde_json::to_value(&key).unwrap();
         assert_eq!(
@@ -897,7 +898,7 @@ mod tests {
         let family: LockKey =
             serde_json::from_str(r#"{"provider":"antigravity","connection":"","family":"gemini"}"#)
                 .unwrap();
-        assert_eq!(family.target, LockTarget::Family("gemini".into()));
+        assert_eq!(family.model, LockTarget::Family("gemini".into()));
 
         let mut t = LockoutTable::new();
         let entry = t.lock(key, LockReason::QuotaExhausted, 5 * S, 0);

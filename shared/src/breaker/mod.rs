@@ -33,8 +33,8 @@
 //!   which the spec forbids), the registry and its eviction (the node owns one breaker per
 //!   provider).
 //!
-//! Invariants: the failure count never exceeds the failures reported since the last close or
-//! reset; unexpired probe leases never exceed the budget and exist only while HALF_OPEN; the
+//! Invariants: the failure count never exceeds the failures reported since the last probe
+//! success or manual reset; unexpired probe leases never exceed the budget and exist only while HALF_OPEN; the
 //! history keeps the last [`HISTORY_LIMIT`] entries.
 
 mod profile;
