@@ -22,6 +22,7 @@ pub mod cooldown;
 pub mod hints;
 pub mod lockout;
 pub mod outcome;
+pub mod provider_cooldown;
 pub mod restatement;
 pub mod settings;
 pub mod sse;
