@@ -15,9 +15,14 @@
 //! - a wait decision never exceeds its per-wait ceiling nor the remaining wait budget.
 
 pub mod bucket;
+pub mod gate;
 pub mod queue;
 
 pub use bucket::{RateLimit, RateState};
+pub use gate::{
+    ConcurrencySettings, GateDecision, GateLevel, GateView, QuotaShareOutcome, SemaphoreError,
+    check_semaphore_wait, first_blocking_gate, gate_decision, gate_order, quota_share_on_error,
+};
 pub use queue::{
     AdmissionError, QueueSettings, check_execution_time, check_queue_depth, check_queue_wait,
     execution_budget_ms, queue_enabled,
