@@ -15,17 +15,30 @@
 //! - a wait decision never exceeds its per-wait ceiling nor the remaining wait budget.
 
 pub mod bucket;
+pub mod direct;
 pub mod gate;
+pub mod pool;
 pub mod queue;
+pub mod wait;
 
 pub use bucket::{RateLimit, RateState};
+pub use direct::{
+    BlockedConnection, ConnectionBlock, CooldownCode, CooldownRejection, CoolingConnection,
+    CoolingScope, DirectWaitDecision, TerminalRejection, WaitForCooldownSettings,
+    decide_direct_wait,
+};
 pub use gate::{
     ConcurrencySettings, GateDecision, GateLevel, GateView, QuotaShareOutcome, SemaphoreError,
     check_semaphore_wait, first_blocking_gate, gate_decision, gate_order, quota_share_on_error,
 };
+pub use pool::{EmptyPoolOutcome, ExcludedTarget, ExclusionReason, classify_empty_pool};
 pub use queue::{
     AdmissionError, QueueSettings, check_execution_time, check_queue_depth, check_queue_wait,
     execution_budget_ms, queue_enabled,
+};
+pub use wait::{
+    COMBO_WAIT_MARGIN_MS, ComboWaitDecision, ComboWaitSettings, LockReason, LockedTarget,
+    SkipGroup, combo_wait_allowed, decide_combo_wait,
 };
 
 /// The client-facing shape of a rejection: HTTP status, the `error.code` and the `error.type`
