@@ -72,6 +72,14 @@ impl QueueSettings {
         }
     }
 
+    /// The pacing part, for this queue's [`super::RateState`].
+    pub fn rate_limit(&self) -> super::RateLimit {
+        super::RateLimit {
+            requests_per_minute: self.requests_per_minute,
+            min_time_between_requests_ms: self.min_time_between_requests_ms,
+        }
+    }
+
     /// Applies a per-connection override where each non-zero field wins and `0` inherits
     /// (the `[connections.rate_limit]` convention), then clamps.
     pub fn overridden_by(self, o: &QueueSettings) -> Self {

@@ -10,6 +10,14 @@ fn defaults_match_the_example_config() {
     assert_eq!(s.execution_max_wait_ms, 600_000);
     assert_eq!(s.max_queue_depth, 0);
     assert_eq!(s.clamped(), s, "defaults are already in range");
+    let pacing = s.rate_limit();
+    assert_eq!(
+        (
+            pacing.requests_per_minute,
+            pacing.min_time_between_requests_ms
+        ),
+        (60, 350)
+    );
 }
 
 #[test]
