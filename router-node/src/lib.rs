@@ -1,1 +1,15 @@
-//! switchyard-node (in progress)
+//! # switchyard-node
+//!
+//! The Switchyard data plane. A router node accepts OpenAI- and Anthropic-format requests on
+//! its client listener, routes each one over providers, connections and combos, and applies the
+//! resilience policy of `switchyard-shared` on real traffic: breakers, cooldowns, lockouts,
+//! gates, queues, stream watchdogs and fallback. Operators use the admin listener.
+//!
+//! The hot path reads immutable snapshots and touches atomics; state changes go to actors
+//! (one per connection, one breaker actor per provider) that are the sole writers.
+
+pub mod actors;
+pub mod clock;
+pub mod http;
+pub mod state;
+pub mod upstream;

@@ -1,0 +1,112 @@
+//! Messages to the actors. Requests only ever `try_send` observations (never block, never wait);
+//! admin actions and half-open probe admission use `send().await`, which is rare.
+
+use std::sync::Arc;
+
+use actix::Message;
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::{Admission, BreakerStatus, ProbeGeneration};
+use switchyard_shared::cooldown::FailureObservation;
+use switchyard_shared::lockout::{LockFailure, LockKey};
+use switchyard_shared::outcome::BreakerOutcome;
+
+/// A failed attempt on a connection (connection actor).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ObserveFailure {
+    /// The upstream model of the attempt.
+    pub model: Arc<str>,
+    /// The cooldown policy's view of the failure.
+    pub observation: FailureObservation,
+    /// A model lockout to record, when the failure is model-scoped.
+    pub lockout: Option<(LockKey, LockFailure)>,
+    pub at: Millis,
+}
+
+/// A success on a connection whose snapshot said something needs clearing or decaying.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ObserveSuccess {
+    pub model: Arc<str>,
+    pub at: Millis,
+}
+
+/// One attempt's outcome for the provider breaker (accounted exactly once).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct BreakerObserve {
+    /// The probe generation when the attempt was a half-open probe.
+    pub generation: Option<ProbeGeneration>,
+    pub outcome: BreakerOutcome,
+    pub at: Millis,
+}
+
+/// Ask the breaker to admit a request while it is (or is due to become) HALF_OPEN.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Admission")]
+pub struct AdmitProbe {
+    pub at: Millis,
+}
+
+/// Give a probe lease back without an outcome (the attempt never reached the provider).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ReleaseProbe {
+    pub generation: ProbeGeneration,
+    pub at: Millis,
+}
+
+/// Operator reset of the provider breaker.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ResetBreaker {
+    pub at: Millis,
+}
+
+/// The breaker's status object for health output.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "BreakerStatus")]
+pub struct GetBreakerStatus {
+    pub at: Millis,
+}
+
+/// Result of an operator clear on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClearResult {
+    Cleared { lockouts_cleared: usize },
+    Unchanged,
+    SkippedTerminal,
+}
+
+/// Operator clear of a connection's cooldown and lockouts (never a terminal state).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "ClearResult")]
+pub struct ClearCooldown {
+    pub at: Millis,
+}
+
+/// Operator reinstatement of a terminal connection; returns whether it was terminal.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "bool")]
+pub struct Reinstate {
+    pub at: Millis,
+}
+
+/// Operator clear of model lockouts on a connection (`model: None` = all); returns the count.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "usize")]
+pub struct ClearLockouts {
+    pub model: Option<String>,
+    pub at: Millis,
+}
+
+/// Runtime toggle of the connection's explicit rate-limit protection.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct SetRateLimitProtection(pub Option<bool>);
+
+/// Test hook: make the connection actor panic inside a handler (only honoured when the node
+/// runs with test hooks enabled). Used to prove supervision restarts it with state intact.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct InjectPanic;

@@ -1,0 +1,129 @@
+//! Concurrency gates: a semaphore with a bounded, timed waiting line.
+//!
+//! A cap of 0 means unlimited (no semaphore at all, so the common case costs nothing). Over the
+//! cap a request waits at most `timeout_ms` in a line of at most `max_queue`; otherwise it gets
+//! the typed `SEMAPHORE_TIMEOUT` / `SEMAPHORE_QUEUE_FULL` rejection. A saturated gate never
+//! cools or disables anything: the caller just tries another connection.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use switchyard_shared::admission::{GateLevel, SemaphoreError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// One concurrency cap.
+#[derive(Debug)]
+pub struct Gate {
+    level: GateLevel,
+    sem: Option<Arc<Semaphore>>,
+    cap: u32,
+    waiting: AtomicU32,
+}
+
+impl Gate {
+    /// A gate with `cap` permits (0 = unlimited).
+    pub fn new(level: GateLevel, cap: u32) -> Self {
+        Self {
+            level,
+            sem: (cap > 0).then(|| Arc::new(Semaphore::new(cap as usize))),
+            cap,
+            waiting: AtomicU32::new(0),
+        }
+    }
+
+    pub fn cap(&self) -> u32 {
+        self.cap
+    }
+
+    /// Requests currently waiting for a permit.
+    pub fn waiting(&self) -> u32 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Permits currently held.
+    pub fn in_use(&self) -> u32 {
+        match &self.sem {
+            Some(s) => self.cap.saturating_sub(s.available_permits() as u32),
+            None => 0,
+        }
+    }
+
+    /// Acquires a permit without waiting; `Ok(None)` when unlimited.
+    pub fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, ()> {
+        match &self.sem {
+            None => Ok(None),
+            Some(sem) => sem.clone().try_acquire_owned().map(Some).map_err(|_| ()),
+        }
+    }
+
+    /// Acquires a permit, waiting in line up to `timeout_ms` when the gate is full.
+    pub async fn acquire(
+        &self,
+        max_queue: u32,
+        timeout_ms: u64,
+    ) -> Result<Option<OwnedSemaphorePermit>, SemaphoreError> {
+        let Some(sem) = &self.sem else {
+            return Ok(None);
+        };
+        // Nobody waiting and a permit free: take it without joining the line.
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            if let Ok(p) = sem.clone().try_acquire_owned() {
+                return Ok(Some(p));
+            }
+        }
+        let before = self.waiting.fetch_add(1, Ordering::AcqRel);
+        let _line = WaitingGuard(&self.waiting);
+        if before >= max_queue {
+            return Err(SemaphoreError::QueueFull {
+                level: self.level,
+                max_queue,
+            });
+        }
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), sem.clone().acquire_owned())
+            .await
+        {
+            Ok(Ok(p)) => Ok(Some(p)),
+            // The semaphore is never closed; treat it like a timeout if it ever is.
+            Ok(Err(_)) | Err(_) => Err(SemaphoreError::Timeout {
+                level: self.level,
+                waited_ms: timeout_ms,
+            }),
+        }
+    }
+}
+
+/// Leaves the waiting line exactly once, however the wait ends (permit, timeout, cancel).
+struct WaitingGuard<'a>(&'a AtomicU32);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn unlimited_gate_has_no_permits() {
+        let g = Gate::new(GateLevel::Connection, 0);
+        assert!(g.acquire(0, 1).await.unwrap().is_none());
+        assert_eq!(g.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn full_gate_times_out_then_queue_full() {
+        let g = Gate::new(GateLevel::Connection, 1);
+        let p = g.acquire(1, 10).await.unwrap();
+        assert!(p.is_some());
+        assert_eq!(g.in_use(), 1);
+        assert!(matches!(g.acquire(1, 20).await, Err(SemaphoreError::Timeout { .. })));
+        assert_eq!(g.waiting(), 0);
+        assert!(matches!(g.acquire(0, 20).await, Err(SemaphoreError::QueueFull { .. })));
+        assert_eq!(g.waiting(), 0);
+        drop(p);
+        assert!(g.acquire(0, 20).await.unwrap().is_some());
+    }
+}

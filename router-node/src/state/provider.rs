@@ -1,0 +1,84 @@
+//! A provider as the hot path sees it: the breaker view published by its breaker actor.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use actix::Addr;
+use arc_swap::ArcSwap;
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::{BreakerState, BreakerView};
+use switchyard_shared::config::ProviderConfig;
+use switchyard_shared::strategy::StrategyState;
+
+use crate::actors::ProviderBreakerActor;
+
+/// The breaker as published for readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerSnapshot {
+    pub view: BreakerView,
+    /// Failures counted in the current window: successes must be reported while > 0.
+    pub failure_count: u32,
+}
+
+impl Default for BreakerSnapshot {
+    fn default() -> Self {
+        Self { view: BreakerView::Closed, failure_count: 0 }
+    }
+}
+
+impl BreakerSnapshot {
+    /// Whether a success must be sent to the breaker actor (anything but a clean CLOSED).
+    pub fn needs_success_report(&self) -> bool {
+        self.failure_count > 0 || !matches!(self.view, BreakerView::Closed)
+    }
+
+    /// The state name.
+    pub fn state(&self) -> BreakerState {
+        self.view.state()
+    }
+
+    /// Retry-after for a rejected request, when the view is OPEN and not yet due.
+    pub fn open_remaining(&self, now: Millis) -> Option<Millis> {
+        match self.view {
+            BreakerView::Open { until } if until > now => Some(until - now),
+            _ => None,
+        }
+    }
+}
+
+/// A provider's shared handle.
+pub struct ProviderHandle {
+    pub idx: usize,
+    pub id: Arc<str>,
+    pub config: ProviderConfig,
+    pub breaker: ArcSwap<BreakerSnapshot>,
+    /// Indices (into the runtime's connection list) of this provider's connections.
+    pub connections: Vec<usize>,
+    /// Connection selection memory (round-robin position, strict-random deck, lkgp).
+    pub strategy_state: Mutex<StrategyState>,
+    /// Requests in flight on this provider.
+    pub inflight: AtomicU32,
+    /// The breaker actor (started once; it supervises this provider's connection actors).
+    pub actor: OnceLock<Addr<ProviderBreakerActor>>,
+}
+
+impl ProviderHandle {
+    pub fn new(idx: usize, config: ProviderConfig, connections: Vec<usize>) -> Self {
+        Self {
+            idx,
+            id: Arc::from(config.id.as_str()),
+            config,
+            breaker: ArcSwap::from_pointee(BreakerSnapshot::default()),
+            connections,
+            strategy_state: Mutex::new(StrategyState::new()),
+            inflight: AtomicU32::new(0),
+            actor: OnceLock::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ProviderHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderHandle").field("id", &self.id).finish_non_exhaustive()
+    }
+}

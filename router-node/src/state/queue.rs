@@ -1,0 +1,110 @@
+//! The per-connection request queue (rate-limit protection).
+//!
+//! Admission order, from the spec: the depth check comes before any other work; then the
+//! request waits for a pacing slot (requests per minute, minimum spacing) and an execution
+//! permit (`concurrent_requests`) within the **wait budget** (`max_wait_ms`), whose timer stops
+//! when execution starts; exceeding it means the request never reaches upstream. Execution is
+//! then bounded by the execution budget, enforced by the caller.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use switchyard_shared::Millis;
+use switchyard_shared::admission::{
+    AdmissionError, GateLevel, QueueSettings, RateState, check_queue_depth,
+};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::gate::Gate;
+use crate::clock::Clock;
+
+/// One connection's queue.
+#[derive(Debug)]
+pub struct RequestQueue {
+    settings: QueueSettings,
+    rate: Mutex<RateState>,
+    waiting: AtomicU32,
+    executing: Gate,
+}
+
+/// A permit to execute; dropping it frees the execution slot.
+#[derive(Debug)]
+pub struct QueuePermit {
+    _permit: Option<OwnedSemaphorePermit>,
+    /// How long the request waited in the queue.
+    pub waited_ms: Millis,
+}
+
+impl RequestQueue {
+    pub fn new(settings: QueueSettings) -> Self {
+        Self {
+            rate: Mutex::new(RateState::new(settings.rate_limit())),
+            waiting: AtomicU32::new(0),
+            executing: Gate::new(GateLevel::Connection, settings.concurrent_requests),
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &QueueSettings {
+        &self.settings
+    }
+
+    /// Requests waiting (not executing).
+    pub fn waiting(&self) -> u32 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Requests executing through the queue.
+    pub fn executing(&self) -> u32 {
+        self.executing.in_use()
+    }
+
+    /// Admits a request: depth check, pacing slot, execution permit, all within the wait budget.
+    pub async fn admit(&self, clock: &Clock) -> Result<QueuePermit, AdmissionError> {
+        check_queue_depth(self.waiting(), self.settings.max_queue_depth)?;
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let _line = Leave(&self.waiting);
+        let start = clock.now();
+        let budget = self.settings.max_wait_ms;
+        loop {
+            let now = clock.now();
+            let waited = now.saturating_sub(start);
+            let slot = match self.rate.lock() {
+                Ok(mut rate) => rate.try_acquire(now),
+                // A poisoned lock means a panic elsewhere; do not throttle on corrupt state.
+                Err(_) => Ok(()),
+            };
+            match slot {
+                Ok(()) => break,
+                Err(retry_after) => {
+                    if waited + retry_after > budget {
+                        return Err(AdmissionError::QueueTimeout {
+                            waited_ms: waited,
+                            max_wait_ms: budget,
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(retry_after.max(1))).await;
+                }
+            }
+        }
+        let remaining = budget.saturating_sub(clock.now().saturating_sub(start));
+        let permit = self
+            .executing
+            .acquire(u32::MAX, remaining.max(1))
+            .await
+            .map_err(|_| AdmissionError::QueueTimeout {
+                waited_ms: clock.now().saturating_sub(start),
+                max_wait_ms: budget,
+            })?;
+        Ok(QueuePermit { _permit: permit, waited_ms: clock.now().saturating_sub(start) })
+    }
+}
+
+struct Leave<'a>(&'a AtomicU32);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,3 @@
+//! Talking to upstream providers.
+
+pub mod client;
