@@ -7,7 +7,12 @@
 //! also checks that the copy has not drifted from it.
 
 // This whole crate is test code; clippy's in-test allowances only cover `#[test]` functions.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use std::path::PathBuf;
 

@@ -18,7 +18,7 @@ use crate::config::ErrorRule;
 
 /// Bounds for leaves that have none (booleans) and for nested sections (whose own fields carry
 /// their bounds).
-pub const ANY: () = ();
+pub(crate) const ANY: () = ();
 
 /// One node of the settings tree, seen through its three shapes. Implemented for leaf values and,
 /// by the section macro, for every section. It is public only because the generated patch and
@@ -216,7 +216,7 @@ impl Mode {
 }
 
 /// `a.b` path joining that tolerates an empty prefix.
-pub fn join(prefix: &str, field: &str) -> String {
+pub(crate) fn join(prefix: &str, field: &str) -> String {
     if prefix.is_empty() {
         field.to_owned()
     } else {

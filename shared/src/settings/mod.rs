@@ -4,7 +4,7 @@
 //! built-in default < config file < environment < persisted runtime setting
 //! (`PATCH /api/resilience`) < per-connection override. Two environment variables break the
 //! plain order on purpose: `RATE_LIMIT_AUTO_ENABLE` beats the persisted value, while the queue
-//! budget variables only set a default that a persisted value beats (see [`env`]).
+//! budget variables only set a default that a persisted value beats (see [`mod@env`]).
 //!
 //! Operators need to know *why* a value is what it is, so every effective value carries its
 //! [`Source`] ([`ResilienceEffective`] serializes as `{"value": …, "source": "file"}` leaves for
