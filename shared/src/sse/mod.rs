@@ -1,7 +1,9 @@
-//! The SSE tap: parse upstream event streams without touching them.
+//! The SSE tap: parse and inspect upstream event streams without touching them.
 //!
 //! Switchyard proxies streams byte for byte: upstream chunks are forwarded unchanged and, on
-//! the side, fed to a [`SseParser`].
+//! the side, fed to a [`SseParser`]. Each parsed event is classified by [`inspect()`] for its
+//! wire [`Format`]; the resulting [`EventInfo`] carries usage, finish reason and in-band
+//! errors.
 //!
 //! Everything here is pure: no I/O and no clock reads.
 //!
@@ -11,10 +13,32 @@
 //! - nothing panics on arbitrary input.
 
 mod event;
+mod formats;
+pub mod inspect;
+mod json;
 pub mod parser;
 mod slots;
 
 #[cfg(test)]
 mod tests;
 
+use serde::{Deserialize, Serialize};
+
+pub use inspect::{
+    EventInfo, EventKind, FinishReason, UpstreamStreamError, Usage, inspect, inspect_item,
+};
 pub use parser::{DEFAULT_MAX_EVENT_BYTES, SseError, SseEvent, SseItem, SseParser};
+
+/// The wire format of a stream, which decides what its events mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Format {
+    /// `POST /v1/chat/completions`: `chat.completion.chunk` data lines and `data: [DONE]`.
+    #[serde(rename = "openai_chat")]
+    OpenAiChat,
+    /// `POST /v1/responses`: named `response.*` events.
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    /// `POST /v1/messages`: named `message_*` / `content_block_*` events.
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}

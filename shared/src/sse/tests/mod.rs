@@ -2,10 +2,11 @@
 //! tests for chunk-split invariance and bounded memory, and watchdog decision tables.
 
 mod fixtures;
+mod inspect;
 mod parser;
 mod props;
 
-use super::{SseError, SseItem, SseParser};
+use super::{EventInfo, Format, SseError, SseItem, SseParser, inspect_item};
 
 /// An owned copy of an [`SseItem`], for comparisons.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,4 +70,12 @@ pub(super) fn parse_chunks<'a>(
 
 pub(super) fn parse(bytes: &[u8]) -> Vec<Item> {
     parse_chunks([bytes], super::DEFAULT_MAX_EVENT_BYTES)
+}
+
+/// Parses a whole stream and inspects every item (comments become heartbeats).
+pub(super) fn infos(format: Format, bytes: &[u8]) -> Vec<EventInfo> {
+    let mut parser = SseParser::new();
+    let mut out = Vec::new();
+    parser.feed(bytes, &mut |item| out.push(inspect_item(format, &item)));
+    out
 }

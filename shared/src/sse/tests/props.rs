@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::{Item, owned, parse_chunks};
-use crate::sse::SseParser;
+use crate::sse::{Format, SseParser, inspect_item};
 
 #[derive(Debug, Clone)]
 struct ModelEvent {
@@ -117,7 +117,12 @@ proptest! {
         let mut parser = SseParser::with_limit(limit);
         let mut items = Vec::new();
         for chunk in split(&bytes, &cuts) {
-            parser.feed(chunk, &mut |item| items.push(owned(item)));
+            parser.feed(chunk, &mut |item| {
+                for format in [Format::OpenAiChat, Format::OpenAiResponses, Format::Anthropic] {
+                    let _ = inspect_item(format, &item);
+                }
+                items.push(owned(item));
+            });
             prop_assert!(parser.buffered_capacity() <= 4 * limit.max(1));
         }
         parser.finish();
