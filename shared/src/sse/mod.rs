@@ -3,7 +3,8 @@
 //! Switchyard proxies streams byte for byte: upstream chunks are forwarded unchanged and, on
 //! the side, fed to a [`SseParser`]. Each parsed event is classified by [`inspect()`] for its
 //! wire [`Format`]; the resulting [`EventInfo`] carries usage, finish reason and in-band
-//! errors.
+//! errors. When Switchyard must speak itself after the commit point — an error, a
+//! keep-alive — the [`writer`] functions produce frames in the client's format.
 //!
 //! Everything here is pure: no I/O and no clock reads.
 //!
@@ -18,6 +19,7 @@ pub mod inspect;
 mod json;
 pub mod parser;
 mod slots;
+pub mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -28,6 +30,7 @@ pub use inspect::{
     EventInfo, EventKind, FinishReason, UpstreamStreamError, Usage, inspect, inspect_item,
 };
 pub use parser::{DEFAULT_MAX_EVENT_BYTES, SseError, SseEvent, SseItem, SseParser};
+pub use writer::{format_error_event, keep_alive_frame};
 
 /// The wire format of a stream, which decides what its events mean.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

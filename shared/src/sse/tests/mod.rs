@@ -5,6 +5,7 @@ mod fixtures;
 mod inspect;
 mod parser;
 mod props;
+mod writer;
 
 use super::{EventInfo, Format, SseError, SseItem, SseParser, inspect_item};
 
