@@ -5,6 +5,9 @@ mod fixtures;
 mod inspect;
 mod parser;
 mod props;
+mod throughput;
+mod watch;
+mod watchdog;
 mod writer;
 
 use super::{EventInfo, Format, SseError, SseItem, SseParser, inspect_item};

@@ -1,5 +1,5 @@
 use super::{infos, parse};
-use crate::sse::{EventKind, Format, format_error_event, keep_alive_frame};
+use crate::sse::{EventKind, Format, StreamAbort, format_error_event, keep_alive_frame};
 
 const ALL: [Format; 3] = [
     Format::OpenAiChat,
@@ -53,6 +53,22 @@ fn error_frames_round_trip_through_the_tap_with_escaping() {
             ("server_error", Some("bad_gateway"))
         );
         assert_eq!(err.message, message, "{format:?}");
+    }
+}
+
+#[test]
+fn abort_error_events_carry_type_and_code() {
+    let abort = StreamAbort::Stall { after_ms: 5 };
+    for format in ALL {
+        let got = infos(format, &abort.error_event(format));
+        let err = got[0]
+            .error
+            .clone()
+            .unwrap_or_else(|| panic!("{format:?}: no error"));
+        assert_eq!(
+            (err.error_type.as_str(), err.code.as_deref()),
+            ("timeout_error", Some("stream_stall_timeout"))
+        );
     }
 }
 
