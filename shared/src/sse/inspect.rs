@@ -1,0 +1,208 @@
+//! What a parsed event means for a wire format.
+//!
+//! [`inspect`] maps one [`SseEvent`] to an [`EventInfo`]: its [`EventKind`], the UTF-8 bytes of
+//! assistant text it carries, and any usage, finish reason or upstream error. The watchdogs,
+//! metrics and the attempt outcome are built on it.
+//!
+//! Rules (RESILIENCE.md §2, §6 and Clarifications):
+//! - Anthropic `message_start`, `content_block_start`/`stop` and `ping` are not content.
+//! - Reasoning frames — Anthropic `thinking_delta` (even empty) and `signature_delta`,
+//!   Responses reasoning items and `response.reasoning*` events, chat `reasoning_content`,
+//!   `reasoning` or `reasoning_details` deltas — are [`EventKind::Reasoning`]: progress, but
+//!   not model output. For chat, an empty reasoning string is not a frame (servers send
+//!   `"reasoning_content":""` on role-only chunks).
+//! - Empty text deltas are [`EventKind::Other`]: they neither prove readiness nor resume
+//!   throughput judgement.
+//! - An error event is [`EventKind::Error`] even inside a `200` stream.
+//! - JSON is parsed only when the answer depends on it, into small borrowed structs; text is
+//!   measured, never copied.
+
+use serde::{Deserialize, Serialize};
+
+use super::Format;
+use super::formats;
+use super::parser::{SseEvent, SseItem};
+
+/// The longest upstream error message kept, in bytes.
+const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
+
+/// What an event is, for the watchdogs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// An upstream ping event (Anthropic `ping`, or any event named `ping`).
+    Ping,
+    /// An SSE comment such as `: keep-alive`.
+    Heartbeat,
+    /// Assistant text (non-empty).
+    Content,
+    /// A reasoning frame.
+    Reasoning,
+    /// Tool-call input (arguments, function-call items).
+    ToolCall,
+    /// Usage (and possibly a finish reason) without content.
+    Usage,
+    /// The end of the turn: `[DONE]`, `message_stop`, `response.completed`/`incomplete`.
+    Done,
+    /// An in-band error event.
+    Error,
+    /// Anything else: lifecycle events, empty deltas, unparseable data.
+    #[default]
+    Other,
+}
+
+impl EventKind {
+    /// Content, reasoning and tool-call frames restart the stall budget.
+    pub fn is_progress(self) -> bool {
+        matches!(self, Self::Content | Self::Reasoning | Self::ToolCall)
+    }
+
+    /// Model output proper: a turn without any is empty.
+    pub fn is_output(self) -> bool {
+        matches!(self, Self::Content | Self::ToolCall)
+    }
+
+    /// The readiness gate opens on the first progress frame or on an error event.
+    pub fn opens_readiness(self) -> bool {
+        self.is_progress() || self == Self::Error
+    }
+}
+
+/// The meaning of one event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventInfo {
+    pub kind: EventKind,
+    /// UTF-8 bytes of assistant text deltas (decoded JSON strings) in this event.
+    pub useful_text_bytes: usize,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<FinishReason>,
+    pub error: Option<UpstreamStreamError>,
+}
+
+impl EventInfo {
+    /// An info of `kind` carrying nothing else.
+    pub fn of(kind: EventKind) -> Self {
+        Self {
+            kind,
+            ..Self::default()
+        }
+    }
+}
+
+/// Token usage as the upstream reported it. Fields are not normalised across formats: OpenAI
+/// `input` includes `cache_read`, Anthropic `input` excludes both cache fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub cache_creation: Option<u64>,
+}
+
+impl Usage {
+    /// Folds a later report in: fields it carries replace earlier ones (Anthropic reports
+    /// input in `message_start` and the cumulative output in `message_delta`).
+    pub fn merge(&mut self, later: &Usage) {
+        self.input = later.input.or(self.input);
+        self.output = later.output.or(self.output);
+        self.cache_read = later.cache_read.or(self.cache_read);
+        self.cache_creation = later.cache_creation.or(self.cache_creation);
+    }
+}
+
+/// Why the upstream ended the turn, normalised; unknown reasons keep their text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    /// `stop`, `end_turn`, `stop_sequence`, `completed`.
+    Stop,
+    /// `length`, `max_tokens`, `max_output_tokens`.
+    Length,
+    /// `tool_calls`, `function_call`, `tool_use`.
+    ToolCalls,
+    /// `content_filter`, `refusal`.
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    pub fn from_upstream(raw: &str) -> Self {
+        match raw {
+            "stop" | "end_turn" | "stop_sequence" | "completed" => Self::Stop,
+            "length" | "max_tokens" | "max_output_tokens" => Self::Length,
+            "tool_calls" | "function_call" | "tool_use" => Self::ToolCalls,
+            "content_filter" | "refusal" => Self::ContentFilter,
+            other => Self::Other(bounded(other, 64)),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolCalls => "tool_calls",
+            Self::ContentFilter => "content_filter",
+            Self::Other(raw) => raw,
+        }
+    }
+}
+
+/// An error event inside a stream (e.g. Anthropic `overloaded_error` after a `200`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UpstreamStreamError {
+    /// The upstream error type (`overloaded_error`, `server_error`, …), or `stream_error`
+    /// when the event carried none.
+    pub error_type: String,
+    /// The message, at most 2 KiB.
+    pub message: String,
+    pub code: Option<String>,
+}
+
+impl UpstreamStreamError {
+    pub(super) fn new(error_type: &str, message: &str, code: Option<String>) -> Self {
+        Self {
+            error_type: bounded(error_type, 128),
+            message: bounded(message, MAX_ERROR_MESSAGE_BYTES),
+            code: code.map(|c| bounded(&c, 128)),
+        }
+    }
+
+    /// An error event whose body could not be understood: the raw data is the message.
+    pub(super) fn raw(data: &[u8]) -> Self {
+        Self::new("stream_error", &String::from_utf8_lossy(data), None)
+    }
+}
+
+/// Classifies one event of a `format` stream.
+pub fn inspect(format: Format, event: &SseEvent<'_>) -> EventInfo {
+    let name = event.event;
+    if matches!(
+        name,
+        Some(b"ping" | b"keepalive" | b"keep-alive" | b"heartbeat")
+    ) {
+        return EventInfo::of(EventKind::Ping);
+    }
+    let data = event.data.trim_ascii();
+    match format {
+        Format::OpenAiChat => formats::chat(name, data),
+        Format::OpenAiResponses => formats::responses(name, data),
+        Format::Anthropic => formats::anthropic(name, data),
+    }
+}
+
+/// Classifies any parser item: comments are heartbeats, framing errors are `Other`.
+pub fn inspect_item(format: Format, item: &SseItem<'_>) -> EventInfo {
+    match item {
+        SseItem::Event(event) => inspect(format, event),
+        SseItem::Comment(_) => EventInfo::of(EventKind::Heartbeat),
+        SseItem::Error(_) => EventInfo::of(EventKind::Other),
+    }
+}
+
+/// `s` cut to at most `max` bytes on a character boundary.
+fn bounded(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
