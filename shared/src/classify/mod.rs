@@ -36,6 +36,7 @@
 mod decide;
 mod input;
 mod patterns;
+mod redact;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ mod tests;
 use std::fmt;
 
 pub use input::{ClassifyInput, ErrorRule, StructuredError, TransportFailure};
+pub use redact::{MAX_MESSAGE_CHARS, REDACTED, redact_secrets, sanitize_message};
 
 use crate::Millis;
 use crate::outcome::{
