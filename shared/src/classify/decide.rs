@@ -98,10 +98,8 @@ impl Ctx<'_> {
     /// The upstream hint, if the profile lets it replace the backoff.
     fn usable_hint(&self) -> Option<Millis> {
         let i = self.input;
-        i.use_upstream_retry_hints
-            .then_some(i.upstream_hint_ms)
-            .flatten()
-            .filter(|ms| *ms > 0)
+        i.upstream_hint_ms
+            .filter(|ms| i.use_upstream_retry_hints && *ms > 0)
             .map(|ms| ms.min(MAX_HINT_MS))
     }
 
@@ -240,11 +238,17 @@ fn decide(c: &Ctx<'_>) -> Draft {
         };
     }
 
+    // The upstream's stated reset, whether or not the profile lets it set the cooldown.
+    let stated_reset = i
+        .upstream_hint_ms
+        .filter(|ms| *ms > 0)
+        .map(|ms| ms.min(MAX_HINT_MS));
+
     // Row 7: a subscription window: the upstream's reset, else an hour.
     if c.quota_signals && p::subscription_quota(t, i.provider_id) {
         let cooldown = c.usable_hint().unwrap_or(SUBSCRIPTION_COOLDOWN_MS);
         return Draft {
-            reset_hint_ms: i.upstream_hint_ms,
+            reset_hint_ms: stated_reset,
             ..Draft::new(
                 "row07_subscription_quota",
                 QuotaExhausted,
@@ -264,10 +268,9 @@ fn decide(c: &Ctx<'_>) -> Draft {
     }
 
     // Row 10: quota text with a reset the upstream stated.
-    let hint = i.upstream_hint_ms.filter(|ms| *ms > 0);
-    if c.quota_signals && hint.is_some() && p::text_says_quota(t, i.provider_id) {
+    if c.quota_signals && stated_reset.is_some() && p::text_says_quota(t, i.provider_id) {
         return Draft {
-            reset_hint_ms: hint,
+            reset_hint_ms: stated_reset,
             ..c.retryable("row10_quota_reset_hint", QuotaExhausted)
         };
     }

@@ -1120,6 +1120,9 @@ proptest! {
         if let CooldownHint::Upstream(ms) = c.cooldown {
             prop_assert!(ms > 0 && ms <= MAX_HINT_MS);
         }
+        if let Some(ms) = c.reset_hint_ms {
+            prop_assert!(ms > 0 && ms <= MAX_HINT_MS);
+        }
         if !c.should_fallback {
             prop_assert_eq!(c.retry, RetryClass::NotRetryable);
             prop_assert_eq!(c.terminal, TerminalSignal::None);
