@@ -1,0 +1,444 @@
+//! The HTTP decision table: the reference's 18 rows in order, with Switchyard's operator and
+//! provider rules slotted in (see the parent module docs), then terminal resolution, scoping
+//! and the breaker view.
+
+use super::patterns as p;
+use super::table::{self, Action, RuleContext};
+use super::{
+    Classification, ClassifyInput, MatchedRule, SERVICE_COOLDOWN_MS, SERVICE_HINT_HEADER,
+    SESSION_COOLDOWN_MS, SUBSCRIPTION_COOLDOWN_MS, WEEKLY_COOLDOWN_MS, breaker_outcome_for,
+};
+use crate::Millis;
+use crate::hints::{self, MAX_HINT_MS, bounded};
+use crate::outcome::{
+    BreakerOutcome, CooldownHint, FailureReason, LockScope, ProviderCategory, RetryClass,
+    TerminalSignal,
+};
+
+/// Structured codes that mark a failure as about the request, not the provider.
+const REQUEST_SCOPED_CODES: [&str; 3] = [
+    "context_length_exceeded",
+    "upstream_empty_response",
+    "upstream_response_failed",
+];
+
+/// Classifies an HTTP error response (no transport failure).
+pub(super) fn classify_status(input: &ClassifyInput<'_>) -> Classification {
+    let lowered = bounded(input.error_text).to_lowercase();
+    let ctx = Ctx {
+        input,
+        t: &lowered,
+        quota_signals: input.status != 429
+            || input.provider_id.is_empty()
+            || input.category == ProviderCategory::Oauth
+            || p::looks_like_quota_exhausted(&lowered),
+    };
+    finish(&ctx, decide(&ctx))
+}
+
+struct Ctx<'a> {
+    input: &'a ClassifyInput<'a>,
+    /// The error text, bounded and lower-cased.
+    t: &'a str,
+    /// The reference's `shouldUseQuotaSignal`: quota rows may run. False only for an API-key
+    /// 429 whose text does not name a long-period cap (a plain rate limit).
+    quota_signals: bool,
+}
+
+/// Evidence towards a terminal signal, resolved once at the end (the reference's step 9).
+#[derive(Debug, Clone, Copy, Default)]
+struct Evidence {
+    credits: bool,
+    permanent: bool,
+    rejected: bool,
+}
+
+/// A decision before terminal resolution, scoping and the breaker view.
+#[derive(Debug, Clone, Copy)]
+struct Draft {
+    fallback: bool,
+    reason: FailureReason,
+    cooldown: CooldownHint,
+    scope: Option<LockScope>,
+    evidence: Evidence,
+    daily_quota: bool,
+    skip_breaker: bool,
+    request_scoped: bool,
+    reset_hint_ms: Option<Millis>,
+    rule: MatchedRule,
+    operator: bool,
+}
+
+impl Draft {
+    fn new(rule: &'static str, reason: FailureReason, cooldown: CooldownHint) -> Self {
+        Self {
+            fallback: true,
+            reason,
+            cooldown,
+            scope: None,
+            evidence: Evidence::default(),
+            daily_quota: false,
+            skip_breaker: false,
+            request_scoped: false,
+            reset_hint_ms: None,
+            rule: MatchedRule::Builtin(rule),
+            operator: false,
+        }
+    }
+
+    fn no_fallback(rule: &'static str) -> Self {
+        Self {
+            fallback: false,
+            ..Self::new(rule, FailureReason::Unknown, CooldownHint::None)
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// The upstream hint, if the profile lets it replace the backoff.
+    fn usable_hint(&self) -> Option<Millis> {
+        let i = self.input;
+        i.upstream_hint_ms
+            .filter(|ms| i.use_upstream_retry_hints && *ms > 0)
+            .map(|ms| ms.min(MAX_HINT_MS))
+    }
+
+    /// The reference's `buildRetryableFallback`: the upstream hint, else the scaled backoff.
+    fn hinted_or_scaled(&self) -> CooldownHint {
+        self.usable_hint()
+            .map_or(CooldownHint::ScaledBackoff, CooldownHint::Upstream)
+    }
+
+    fn retryable(&self, rule: &'static str, reason: FailureReason) -> Draft {
+        Draft::new(rule, reason, self.hinted_or_scaled())
+    }
+
+    fn cooldown_for(&self, action: Action) -> CooldownHint {
+        match action {
+            Action::Backoff => self.hinted_or_scaled(),
+            Action::Fixed(0) => CooldownHint::None,
+            Action::Fixed(ms) => CooldownHint::Fixed(ms),
+            Action::Upstream(ms) => CooldownHint::Upstream(ms.min(MAX_HINT_MS)),
+        }
+    }
+}
+
+/// The decision table, first match wins.
+fn decide(c: &Ctx<'_>) -> Draft {
+    use FailureReason::*;
+    let i = c.input;
+    let t = c.t;
+    let status = i.status;
+
+    // Row 1: a supervised local service is not running yet. Cool the connection briefly; the
+    // provider is not at fault.
+    if status == 503
+        && hints::header(i.headers, SERVICE_HINT_HEADER)
+            .is_some_and(|v| v.eq_ignore_ascii_case("connection_cooldown"))
+    {
+        let cooldown = CooldownHint::Fixed(SERVICE_COOLDOWN_MS);
+        return Draft {
+            skip_breaker: true,
+            ..Draft::new("row01_service_connection_cooldown", ServerError, cooldown)
+        };
+    }
+
+    // Row 2 (key-rotation gate): not applicable.
+
+    // Operator rules: every status, full text, never terminal.
+    if let Some((index, rule)) = i
+        .operator_rules
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.matches(status, t))
+    {
+        let cooldown = match rule.cooldown_ms() {
+            Some(0) => CooldownHint::None,
+            Some(ms) => CooldownHint::Fixed(ms),
+            None => c.hinted_or_scaled(),
+        };
+        return Draft {
+            scope: Some(rule.scope()),
+            rule: MatchedRule::Operator(index),
+            operator: true,
+            ..Draft::new("", rule.reason(), cooldown)
+        };
+    }
+
+    // Row 3: the account is deactivated or suspended for good.
+    if p::account_deactivated(t) {
+        let evidence = Evidence {
+            permanent: true,
+            ..Evidence::default()
+        };
+        return Draft {
+            evidence,
+            ..Draft::new("row03_account_deactivated", AuthError, CooldownHint::None)
+        };
+    }
+
+    // Built-in provider rules.
+    let rule_ctx = RuleContext {
+        status,
+        lowered: t,
+        headers: i.headers,
+        now_epoch_ms: i.now_epoch_ms,
+    };
+    if let Some(m) = table::provider_rule(i.provider_id, &rule_ctx) {
+        return Draft {
+            scope: Some(m.scope),
+            daily_quota: m.daily_quota,
+            ..Draft::new(m.id, m.reason, c.cooldown_for(m.action))
+        };
+    }
+
+    // Row 4: Gemini names the violated metric; per-day is a quota, per-minute a rate limit.
+    // (The reference's fallback to local per-model request counters is not ported.)
+    if i.provider_id == "gemini" && status == 429 {
+        match p::gemini_metric(t) {
+            Some(p::GeminiMetric::PerDay) => {
+                return c.retryable("row04_gemini_per_day", QuotaExhausted);
+            }
+            Some(p::GeminiMetric::PerMinute) => {
+                return c.retryable("row04_gemini_per_minute", RateLimitExceeded);
+            }
+            None => {}
+        }
+    }
+
+    // Row 5: billing credits exhausted. `*-compatible-*` providers multiplex upstreams, so a
+    // credits message there is about one model's backend, not the connection.
+    let compatible = i.provider_id.starts_with("openai-compatible-")
+        || i.provider_id.starts_with("anthropic-compatible-");
+    if c.quota_signals && p::credits_exhausted(t) && !compatible {
+        let evidence = Evidence {
+            credits: true,
+            ..Evidence::default()
+        };
+        return Draft {
+            evidence,
+            ..Draft::new(
+                "row05_credits_exhausted",
+                QuotaExhausted,
+                CooldownHint::None,
+            )
+        };
+    }
+
+    // Row 6: a daily quota, until the next UTC midnight.
+    if c.quota_signals && p::daily_quota(t) {
+        let until_midnight = hints::ms_until_utc_midnight(i.now_epoch_ms);
+        return Draft {
+            daily_quota: true,
+            ..Draft::new(
+                "row06_daily_quota",
+                QuotaExhausted,
+                CooldownHint::Upstream(until_midnight),
+            )
+        };
+    }
+
+    // The upstream's stated reset, whether or not the profile lets it set the cooldown.
+    let stated_reset = i
+        .upstream_hint_ms
+        .filter(|ms| *ms > 0)
+        .map(|ms| ms.min(MAX_HINT_MS));
+
+    // Row 7: a subscription window: the upstream's reset, else an hour.
+    if c.quota_signals && p::subscription_quota(t, i.provider_id) {
+        let cooldown = c.usable_hint().unwrap_or(SUBSCRIPTION_COOLDOWN_MS);
+        return Draft {
+            reset_hint_ms: stated_reset,
+            ..Draft::new(
+                "row07_subscription_quota",
+                QuotaExhausted,
+                CooldownHint::Upstream(cooldown),
+            )
+        };
+    }
+
+    // Rows 8 and 9: weekly and session caps, whatever the category.
+    if p::weekly_limit(t) {
+        let cooldown = CooldownHint::Upstream(WEEKLY_COOLDOWN_MS);
+        return Draft::new("row08_weekly_quota", QuotaExhausted, cooldown);
+    }
+    if p::session_limit(t) {
+        let cooldown = CooldownHint::Upstream(SESSION_COOLDOWN_MS);
+        return Draft::new("row09_session_quota", QuotaExhausted, cooldown);
+    }
+
+    // Row 10: quota text with a reset the upstream stated.
+    if c.quota_signals && stated_reset.is_some() && p::text_says_quota(t, i.provider_id) {
+        return Draft {
+            reset_hint_ms: stated_reset,
+            ..c.retryable("row10_quota_reset_hint", QuotaExhausted)
+        };
+    }
+
+    // Row 11: the key is valid but not for this route (e.g. a model-listing endpoint).
+    if status == 403 && t.contains("not authorized for this route") {
+        return Draft::no_fallback("row11_route_not_authorized");
+    }
+
+    // Row 12: a 403 that is not a quota message.
+    if status == 403
+        && !p::any(
+            t,
+            &[
+                "has not been used in project",
+                "hour quota",
+                "quota has been exceeded",
+            ],
+        )
+    {
+        if p::cloudflare_non_retryable(t) {
+            let evidence = Evidence {
+                rejected: true,
+                ..Evidence::default()
+            };
+            return Draft {
+                evidence,
+                ..Draft::new("row12_request_rejected", AuthError, CooldownHint::None)
+            };
+        }
+        if i.category == ProviderCategory::Apikey {
+            return c.retryable("row12_apikey_forbidden", AuthError);
+        }
+    }
+
+    // Row 13: the generic ERROR_RULES. A plain API-key 429 is matched by status only, so
+    // "quota" words in a rate-limit body do not turn it into a quota.
+    let table_rule = if status == 429 && !c.quota_signals {
+        table::by_status(429)
+    } else {
+        table::by_text(t).or_else(|| table::by_status(status))
+    };
+    if let Some(rule) = table_rule {
+        let oauth_forbidden = status == 403
+            && i.category == ProviderCategory::Oauth
+            && !p::any(t, &["project", "service_disabled"]);
+        let evidence = Evidence {
+            rejected: oauth_forbidden,
+            ..Evidence::default()
+        };
+        return Draft {
+            evidence,
+            ..Draft::new(rule.id, rule.reason, c.cooldown_for(rule.action))
+        };
+    }
+
+    // Row 14 (406/408/429/5xx → retryable) is subsumed by row 13: each of those statuses has
+    // a status rule.
+
+    if status == 400 {
+        // Row 15: a 400 about this model or this request: move on without cooling anything.
+        let access_text = !p::auth_credential_error(t) && p::model_access_denied(t);
+        let code = i.structured.code.unwrap_or("");
+        let kind = i.structured.error_type.unwrap_or("");
+        let structured_access = ["model_not_found", "deployment_not_found"]
+            .iter()
+            .any(|c| code.eq_ignore_ascii_case(c))
+            || kind.eq_ignore_ascii_case("not_found_error")
+            || (kind.eq_ignore_ascii_case("permission_error") && access_text);
+        if structured_access
+            || access_text
+            || p::context_overflow(t)
+            || p::malformed_request(t)
+            || p::param_validation(t)
+            || p::nim_function_degraded(t)
+        {
+            return Draft {
+                scope: Some(LockScope::Model),
+                request_scoped: true,
+                ..Draft::new("row15_model_scoped_400", ModelCapacity, CooldownHint::None)
+            };
+        }
+        // Row 16: throttling reported as a 400.
+        if p::rate_limit_text(t) {
+            return c.retryable("row16_rate_limited_400", RateLimitExceeded);
+        }
+        // Row 17: the request itself is wrong; another connection would fail the same way.
+        return Draft::no_fallback("row17_client_error_400");
+    }
+
+    // Row 18: anything else (409, 422, unlisted 5xx …).
+    Draft::new("row18_other", Unknown, CooldownHint::ScaledBackoff)
+}
+
+/// Terminal resolution, scoping and the breaker view of a decision.
+fn finish(c: &Ctx<'_>, d: Draft) -> Classification {
+    let i = c.input;
+    let terminal = if d.operator || !d.fallback {
+        TerminalSignal::None
+    } else if d.evidence.credits || i.status == 402 {
+        TerminalSignal::CreditsExhausted
+    } else if d.evidence.permanent {
+        TerminalSignal::Banned
+    } else if d.evidence.rejected {
+        TerminalSignal::RequestRejected
+    } else if i.status == 401 {
+        TerminalSignal::AuthFailure
+    } else {
+        TerminalSignal::None
+    };
+    let cooldown = match terminal {
+        TerminalSignal::Banned | TerminalSignal::CreditsExhausted => CooldownHint::None,
+        _ => d.cooldown,
+    };
+    let request_scoped = d.request_scoped
+        || i.request_scoped
+        || i.structured.code.is_some_and(|code| {
+            REQUEST_SCOPED_CODES
+                .iter()
+                .any(|c| code.eq_ignore_ascii_case(c))
+        });
+    let breaker = if d.skip_breaker || request_scoped {
+        BreakerOutcome::Ignore
+    } else {
+        breaker_outcome_for(i.status, None)
+    };
+    Classification {
+        should_fallback: d.fallback,
+        reason: d.reason,
+        scope: d
+            .scope
+            .unwrap_or_else(|| default_scope(i, d.reason, terminal)),
+        cooldown,
+        terminal,
+        breaker,
+        retry: if d.fallback {
+            RetryClass::Retryable
+        } else {
+            RetryClass::NotRetryable
+        },
+        daily_quota: d.daily_quota,
+        skip_provider_breaker: d.skip_breaker,
+        reset_hint_ms: d.reset_hint_ms,
+        rule: d.rule,
+    }
+}
+
+/// The lock scope when no rule chose one: a terminal signal is about the credential; a 404 is
+/// about the model; per-model-quota providers lock the model on 403/429/5xx (the reference's
+/// steps 6 and 11); a combo's transient 429 locks the model in memory instead of cooling the
+/// connection (step 14); everything else cools the connection.
+fn default_scope(
+    i: &ClassifyInput<'_>,
+    reason: FailureReason,
+    terminal: TerminalSignal,
+) -> LockScope {
+    let immediate_or_auth = matches!(
+        terminal,
+        TerminalSignal::Banned | TerminalSignal::CreditsExhausted | TerminalSignal::AuthFailure
+    );
+    if immediate_or_auth {
+        LockScope::Connection
+    } else if i.status == 404
+        || (i.per_model_quota && (matches!(i.status, 403 | 429) || i.status >= 500))
+        || (i.is_combo && i.status == 429 && reason == FailureReason::RateLimitExceeded)
+    {
+        LockScope::Model
+    } else {
+        LockScope::Connection
+    }
+}

@@ -1,0 +1,167 @@
+//! Error classification: what one failed attempt means for each resilience layer.
+//!
+//! A failed attempt (an upstream error status, after [`crate::restatement`], or a transport
+//! failure) is classified once into a [`Classification`]: whether to fall back, the reason, what
+//! to lock and for how long, any terminal-state signal, the breaker's view and the retry class.
+//! The breaker, cooldown and lockout policies consume it; none of them re-reads the error.
+//!
+//! The HTTP decision flow is the reference's 18-row table (`checkFallbackError`), first match
+//! wins, with these **Switchyard decisions**:
+//! - **operator rules** (`error_rules`) are consulted right after row 1, for every status
+//!   including 400 (the reference's gap), always against the full error text; a matching rule
+//!   yields a temporary cooldown at its scope and never a terminal signal;
+//! - **built-in provider rules** (openrouter 402, the opencode family, minimax, cloudflare-ai,
+//!   agentrouter) run right after row 3, before the generic text rows that shadow them in the
+//!   reference;
+//! - row 1 uses the header `x-switchyard-fallback-hint: connection_cooldown`; row 2 (the
+//!   per-account key-rotation gate) does not apply, Switchyard has no key rotation;
+//! - 401 asks for the scaled backoff and signals [`TerminalSignal::AuthFailure`]: `expired`
+//!   needs a streak, so the retries need spacing;
+//! - a non-project 403 on an OAuth provider signals [`TerminalSignal::RequestRejected`]
+//!   (counts towards the `banned` streak) instead of banning at once;
+//! - cooldowns for a quota window the upstream named (daily, weekly, session, subscription)
+//!   are [`CooldownHint::Upstream`] so `max_cooldown_ms` does not cut them to 30 minutes; daily
+//!   windows end at UTC midnight;
+//! - row 12's Cloudflare refusal (error 1010, `browser_signature_banned`, `retryable: false`)
+//!   is recognised on a 403 of any category, not only API-key providers;
+//! - row 14 is subsumed by row 13 (every status it names has a status rule); row 18 asks for
+//!   the profile's scaled backoff rather than a fixed base.
+//!
+//! Invariants: pure (time is `now_epoch_ms`), never panics, reads at most
+//! [`crate::hints::MAX_SCAN_BYTES`] of the text; `terminal` is `Banned`/`CreditsExhausted` only with
+//! `cooldown == None` (terminal states are not cooldowns); `breaker` is a failure only for
+//! 408/500/502/503/504 and connect/reset/timeout transport failures, and never for a
+//! request-scoped failure or one marked `skip_provider_breaker`.
+
+mod decide;
+mod input;
+mod patterns;
+mod redact;
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+pub use input::{ClassifyInput, ErrorRule, StructuredError, TransportFailure};
+pub use redact::{MAX_MESSAGE_CHARS, REDACTED, redact_secrets, sanitize_message};
+
+use crate::Millis;
+use crate::outcome::{
+    BreakerOutcome, CooldownHint, FailureKind, FailureReason, LockScope, RetryClass, TerminalSignal,
+};
+
+/// Response header by which a Switchyard-supervised local service says "this connection is
+/// not running yet; cool it, don't blame the provider" (row 1).
+pub const SERVICE_HINT_HEADER: &str = "x-switchyard-fallback-hint";
+/// Cooldown of row 1.
+pub const SERVICE_COOLDOWN_MS: Millis = 5_000;
+/// Row 7's cooldown when the upstream names no reset: one hour.
+pub const SUBSCRIPTION_COOLDOWN_MS: Millis = 3_600_000;
+/// Row 8's cooldown for a weekly cap: one day (the reset anchor is undocumented upstream).
+pub const WEEKLY_COOLDOWN_MS: Millis = 24 * 3_600_000;
+/// Row 9's cooldown for a session cap: five hours.
+pub const SESSION_COOLDOWN_MS: Millis = 5 * 3_600_000;
+
+/// Which rule decided a classification, for logs and debug responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatchedRule {
+    /// A decision-table row, a built-in table or provider rule, or a transport kind.
+    Builtin(&'static str),
+    /// The operator rule at this index of the provider's `error_rules`.
+    Operator(usize),
+}
+
+impl fmt::Display for MatchedRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Builtin(id) => f.write_str(id),
+            Self::Operator(index) => write!(f, "error_rules[{index}]"),
+        }
+    }
+}
+
+/// What one failed attempt means for every layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Classification {
+    /// Try another connection or target.
+    pub should_fallback: bool,
+    pub reason: FailureReason,
+    /// What the cooldown locks.
+    pub scope: LockScope,
+    pub cooldown: CooldownHint,
+    pub terminal: TerminalSignal,
+    pub breaker: BreakerOutcome,
+    pub retry: RetryClass,
+    /// A daily quota: locked until the next daily reset.
+    pub daily_quota: bool,
+    /// A Switchyard-side cause: never count it against the provider breaker.
+    pub skip_provider_breaker: bool,
+    /// The upstream's stated reset for a quota failure, kept even when the profile ignores
+    /// hints for its cooldown, so a model lockout can last until the real reset (rows 7, 10).
+    pub reset_hint_ms: Option<Millis>,
+    pub rule: MatchedRule,
+}
+
+/// The breaker's view of an attempt by status or transport failure alone: 2xx is a success;
+/// 408, 500, 502, 503, 504 and connect-refused / reset / timeout / idle-timeout are transient
+/// failures; everything else (429, 401/403, other 4xx, readiness failures, stalls, client
+/// aborts) must not move the breaker.
+pub fn breaker_outcome_for(status: u16, transport: Option<TransportFailure>) -> BreakerOutcome {
+    use TransportFailure as T;
+    match transport {
+        Some(T::ConnectRefused | T::ConnectionReset | T::Timeout | T::IdleTimeout) => {
+            BreakerOutcome::Failure(FailureKind::Transient)
+        }
+        Some(T::ReadinessTimeout | T::EarlyEof | T::Stall | T::ClientAbort) => {
+            BreakerOutcome::Ignore
+        }
+        None => match status {
+            200..=299 => BreakerOutcome::Success,
+            408 | 500 | 502 | 503 | 504 => BreakerOutcome::Failure(FailureKind::Transient),
+            _ => BreakerOutcome::Ignore,
+        },
+    }
+}
+
+/// Classifies one failed attempt. See the module docs for the order and the decisions.
+pub fn classify(input: &ClassifyInput<'_>) -> Classification {
+    match input.transport {
+        Some(transport) => classify_transport(transport),
+        None => decide::classify_status(input),
+    }
+}
+
+fn classify_transport(transport: TransportFailure) -> Classification {
+    use TransportFailure as T;
+    let (should_fallback, cooldown, reason) = match transport {
+        T::ConnectRefused | T::ConnectionReset | T::Timeout | T::IdleTimeout => (
+            true,
+            CooldownHint::ScaledBackoff,
+            FailureReason::ServerError,
+        ),
+        // Readiness failures and stalls fail over but cool nothing (the reference's direct
+        // path); a stall cooldown is the cooldown policy's opt-in.
+        T::ReadinessTimeout | T::EarlyEof | T::Stall => {
+            (true, CooldownHint::None, FailureReason::ServerError)
+        }
+        T::ClientAbort => (false, CooldownHint::None, FailureReason::Unknown),
+    };
+    Classification {
+        should_fallback,
+        reason,
+        scope: LockScope::Connection,
+        cooldown,
+        terminal: TerminalSignal::None,
+        breaker: breaker_outcome_for(0, Some(transport)),
+        retry: if should_fallback {
+            RetryClass::BeforeFirstByteOnly
+        } else {
+            RetryClass::NotRetryable
+        },
+        daily_quota: false,
+        skip_provider_breaker: false,
+        reset_hint_ms: None,
+        rule: MatchedRule::Builtin(transport.as_str()),
+    }
+}
