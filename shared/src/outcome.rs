@@ -115,7 +115,8 @@ pub enum CooldownHint {
     None,
     /// The scaled exponential backoff of the profile (`base · 2^level`).
     ScaledBackoff,
-    /// A fixed duration chosen by a rule (capped by `max_cooldown_ms`).
+    /// A fixed duration chosen by a rule (built-in or operator); like an upstream hint it is not
+    /// capped by `max_cooldown_ms`, only by the 30-day cap.
     Fixed(Millis),
     /// A duration the upstream told us (`Retry-After`, reset headers, reset text). It replaces
     /// the scaled backoff and is not capped by `max_cooldown_ms` (only by the 30-day cap).

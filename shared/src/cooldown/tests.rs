@@ -202,9 +202,10 @@ fn hint_rows() {
         ),
         // OAuth ignores upstream hints by default: scaled backoff (5 s · 2^2).
         (oauth(), CooldownHint::Upstream(HOUR), Some(20 * SEC), 3),
-        // Fixed durations are capped by max_cooldown_ms and keep the level.
+        // Fixed rule durations are not capped by max_cooldown_ms (only by 30 days) and keep
+        // the level.
         (apikey(), CooldownHint::Fixed(120 * SEC), Some(120 * SEC), 2),
-        (apikey(), CooldownHint::Fixed(2 * HOUR), Some(1_800_000), 2),
+        (apikey(), CooldownHint::Fixed(2 * HOUR), Some(2 * HOUR), 2),
         // Scaled backoff: 3 s · 2^2.
         (apikey(), CooldownHint::ScaledBackoff, Some(12 * SEC), 3),
         // No cooldown: the error is recorded, nothing else moves.

@@ -172,7 +172,10 @@ fn transient_cooldown(
     let (cooldown, next_level) = match hint {
         CooldownHint::None => return None,
         CooldownHint::ScaledBackoff => scaled_backoff(params, level),
-        CooldownHint::Fixed(ms) => (ms.min(params.max_cooldown_ms), kept_level),
+        // A rule's fixed duration (built-in table or an operator's `cooldown_ms`) is a deliberate
+        // choice, like the reference's rule cooldowns: `max_cooldown_ms` caps only the scaled
+        // backoff, so an operator's one-hour quota rule really rests the key for an hour.
+        CooldownHint::Fixed(ms) => (ms.min(MAX_UPSTREAM_HINT_MS), kept_level),
         CooldownHint::Upstream(ms) if params.use_upstream_retry_hints => {
             (ms.min(MAX_UPSTREAM_HINT_MS), kept_level)
         }
