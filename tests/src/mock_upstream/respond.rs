@@ -385,12 +385,11 @@ impl Served {
         fault: Option<&FaultSpec>,
         guard: InFlightGuard,
     ) -> Response<MockBody> {
-        let value = match self.route {
+        let bytes = match self.route {
             Route::Messages => anthropic::message_json(reply),
-            Route::Responses => responses::response_json(reply),
+            Route::Responses => wire::to_bytes(&responses::response_json(reply)),
             Route::ChatCompletions | Route::Models => openai::chat_json(reply),
         };
-        let bytes = wire::to_bytes(&value);
         let mut headers = provider_headers(self.route, JSON);
         apply_fault_headers(&mut headers, fault);
 

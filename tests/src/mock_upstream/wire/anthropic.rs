@@ -1,7 +1,11 @@
 //! Anthropic Messages (`message`, the `message_start` … `message_stop` event stream), its
 //! model list and its error envelope.
+//!
+//! Messages and events are typed structs (see the OpenAI module for why); serde's internal
+//! tagging puts `type` first, as the API does.
 
 use bytes::Bytes;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{ErrorInfo, Frame, Reply, sse_event};
@@ -59,7 +63,118 @@ pub(crate) fn error_frame(err: &ErrorInfo) -> Bytes {
 
 /// Anthropic's keep-alive event.
 pub(crate) fn ping_frame() -> Bytes {
-    sse_event("ping", &json!({"type": "ping"}))
+    Event::Ping.frame()
+}
+
+// === wire structs ===
+
+#[derive(Serialize)]
+struct Usage {
+    input_tokens: u64,
+    cache_creation_input_tokens: u64,
+    cache_read_input_tokens: u64,
+    output_tokens: u64,
+    service_tier: &'static str,
+}
+
+/// A content block, tagged by `type` as the API does.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    model: &'a str,
+    content: Vec<Block<'a>>,
+    stop_reason: Option<&'static str>,
+    stop_sequence: Option<()>,
+    usage: Usage,
+}
+
+/// A block delta; the tag is the variant name plus `_delta` (`text_delta`, …).
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum BlockDelta<'a> {
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: &'a str },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: &'a str },
+    #[serde(rename = "text_delta")]
+    Text { text: &'a str },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: &'a str },
+}
+
+#[derive(Serialize)]
+struct StopDelta {
+    stop_reason: &'static str,
+    stop_sequence: Option<()>,
+}
+
+#[derive(Serialize)]
+struct OutputUsage {
+    output_tokens: u64,
+}
+
+/// One streamed event; the `type` tag doubles as the SSE `event:` name.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event<'a> {
+    MessageStart {
+        message: Message<'a>,
+    },
+    ContentBlockStart {
+        index: u32,
+        content_block: Block<'a>,
+    },
+    Ping,
+    ContentBlockDelta {
+        index: u32,
+        delta: BlockDelta<'a>,
+    },
+    ContentBlockStop {
+        index: u32,
+    },
+    MessageDelta {
+        delta: StopDelta,
+        usage: OutputUsage,
+    },
+    MessageStop,
+}
+
+impl Event<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Event::MessageStart { .. } => "message_start",
+            Event::ContentBlockStart { .. } => "content_block_start",
+            Event::Ping => "ping",
+            Event::ContentBlockDelta { .. } => "content_block_delta",
+            Event::ContentBlockStop { .. } => "content_block_stop",
+            Event::MessageDelta { .. } => "message_delta",
+            Event::MessageStop => "message_stop",
+        }
+    }
+
+    fn frame(&self) -> Bytes {
+        sse_event(self.name(), self)
+    }
 }
 
 fn stop_reason(reply: &Reply) -> &'static str {
@@ -74,42 +189,49 @@ fn has_text_block(reply: &Reply) -> bool {
     reply.chunks > 0 || (reply.reasoning_chunks == 0 && reply.tool_call.is_none())
 }
 
-/// A non-streamed `message`.
-pub(crate) fn message_json(reply: &Reply) -> Value {
-    let mut content = Vec::new();
+fn usage(reply: &Reply, output_tokens: u64) -> Usage {
+    Usage {
+        input_tokens: reply.input_tokens,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+        output_tokens,
+        service_tier: "standard",
+    }
+}
+
+/// A non-streamed `message`, serialised.
+pub(crate) fn message_json(reply: &Reply) -> Bytes {
+    let thinking = reply.reasoning();
+    let signature = ids::anthropic_signature();
+    let text = reply.text();
+    let tool_id = ids::anthropic_tool_use();
+    let mut content = Vec::with_capacity(3);
     if reply.reasoning_chunks > 0 {
-        content.push(json!({
-            "type": "thinking",
-            "thinking": reply.reasoning(),
-            "signature": ids::anthropic_signature(),
-        }));
+        content.push(Block::Thinking {
+            thinking: &thinking,
+            signature: &signature,
+        });
     }
     if has_text_block(reply) {
-        content.push(json!({"type": "text", "text": reply.text()}));
+        content.push(Block::Text { text: &text });
     }
     if let Some(tool) = &reply.tool_call {
-        content.push(json!({
-            "type": "tool_use",
-            "id": ids::anthropic_tool_use(),
-            "name": tool.name,
-            "input": tool.arguments,
-        }));
+        content.push(Block::ToolUse {
+            id: &tool_id,
+            name: &tool.name,
+            input: &tool.arguments,
+        });
     }
-    json!({
-        "id": ids::anthropic_message(),
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model,
-        "content": content,
-        "stop_reason": stop_reason(reply),
-        "stop_sequence": null,
-        "usage": {
-            "input_tokens": reply.input_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": reply.output_tokens(),
-            "service_tier": "standard",
-        },
+    let id = ids::anthropic_message();
+    super::serialize(&Message {
+        id: &id,
+        kind: "message",
+        role: "assistant",
+        model: &reply.model,
+        content,
+        stop_reason: Some(stop_reason(reply)),
+        stop_sequence: None,
+        usage: usage(reply, reply.output_tokens()),
     })
 }
 
@@ -119,108 +241,115 @@ pub(crate) fn message_json(reply: &Reply) -> Value {
 pub(crate) fn message_frames(reply: &Reply) -> Vec<Frame> {
     let mut frames =
         Vec::with_capacity(reply.chunks as usize + reply.reasoning_chunks as usize + 12);
-    frames.push(Frame::meta(sse_event(
-        "message_start",
-        &json!({
-            "type": "message_start",
-            "message": {
-                "id": ids::anthropic_message(),
-                "type": "message",
-                "role": "assistant",
-                "model": reply.model,
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": {
-                    "input_tokens": reply.input_tokens,
-                    "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0,
-                    "output_tokens": 1,
-                    "service_tier": "standard",
-                },
+    let id = ids::anthropic_message();
+    frames.push(Frame::meta(
+        Event::MessageStart {
+            message: Message {
+                id: &id,
+                kind: "message",
+                role: "assistant",
+                model: &reply.model,
+                content: Vec::new(),
+                stop_reason: None,
+                stop_sequence: None,
+                usage: usage(reply, 1),
             },
-        }),
-    )));
-
-    let mut index = 0u32;
-    let mut start_block = |frames: &mut Vec<Frame>, block: Value| {
-        frames.push(Frame::meta(sse_event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": index, "content_block": block}),
-        )));
-        if index == 0 {
-            frames.push(Frame::meta(ping_frame()));
         }
-        let this = index;
-        index += 1;
-        this
+        .frame(),
+    ));
+
+    let mut next_index = 0u32;
+    let mut start_block = |frames: &mut Vec<Frame>, block: Block<'_>| {
+        let index = next_index;
+        next_index += 1;
+        frames.push(Frame::meta(
+            Event::ContentBlockStart {
+                index,
+                content_block: block,
+            }
+            .frame(),
+        ));
+        if index == 0 {
+            frames.push(Frame::meta(Event::Ping.frame()));
+        }
+        index
     };
-    let delta = |i: u32, delta: Value| {
-        sse_event(
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": i, "delta": delta}),
-        )
-    };
-    let stop = |i: u32| {
-        sse_event(
-            "content_block_stop",
-            &json!({"type": "content_block_stop", "index": i}),
-        )
-    };
+    let delta =
+        |index: u32, delta: BlockDelta<'_>| Event::ContentBlockDelta { index, delta }.frame();
+    let stop = |index: u32| Frame::meta(Event::ContentBlockStop { index }.frame());
 
     if reply.reasoning_chunks > 0 {
         let i = start_block(
             &mut frames,
-            json!({"type": "thinking", "thinking": "", "signature": ""}),
+            Block::Thinking {
+                thinking: "",
+                signature: "",
+            },
         );
         for n in 0..reply.reasoning_chunks {
             frames.push(Frame::content(delta(
                 i,
-                json!({"type": "thinking_delta", "thinking": Reply::thought(n)}),
+                BlockDelta::Thinking {
+                    thinking: Reply::thought(n),
+                },
             )));
         }
+        let signature = ids::anthropic_signature();
         frames.push(Frame::meta(delta(
             i,
-            json!({"type": "signature_delta", "signature": ids::anthropic_signature()}),
+            BlockDelta::Signature {
+                signature: &signature,
+            },
         )));
-        frames.push(Frame::meta(stop(i)));
+        frames.push(stop(i));
     }
     if has_text_block(reply) {
-        let i = start_block(&mut frames, json!({"type": "text", "text": ""}));
+        let i = start_block(&mut frames, Block::Text { text: "" });
         for n in 0..reply.chunks {
             frames.push(Frame::content(delta(
                 i,
-                json!({"type": "text_delta", "text": Reply::word(n)}),
+                BlockDelta::Text {
+                    text: Reply::word(n),
+                },
             )));
         }
-        frames.push(Frame::meta(stop(i)));
+        frames.push(stop(i));
     }
     if let (Some(tool), Some((_, pieces))) = (&reply.tool_call, reply.tool_arguments()) {
+        let tool_id = ids::anthropic_tool_use();
+        let empty = Value::Object(serde_json::Map::new());
         let i = start_block(
             &mut frames,
-            json!({"type": "tool_use", "id": ids::anthropic_tool_use(), "name": tool.name, "input": {}}),
+            Block::ToolUse {
+                id: &tool_id,
+                name: &tool.name,
+                input: &empty,
+            },
         );
-        for piece in pieces {
+        for piece in &pieces {
             frames.push(Frame::content(delta(
                 i,
-                json!({"type": "input_json_delta", "partial_json": piece}),
+                BlockDelta::InputJson {
+                    partial_json: piece,
+                },
             )));
         }
-        frames.push(Frame::meta(stop(i)));
+        frames.push(stop(i));
     }
 
-    frames.push(Frame::trailer(sse_event(
-        "message_delta",
-        &json!({
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null},
-            "usage": {"output_tokens": reply.output_tokens()},
-        }),
-    )));
-    frames.push(Frame::trailer(sse_event(
-        "message_stop",
-        &json!({"type": "message_stop"}),
-    )));
+    frames.push(Frame::trailer(
+        Event::MessageDelta {
+            delta: StopDelta {
+                stop_reason: stop_reason(reply),
+                stop_sequence: None,
+            },
+            usage: OutputUsage {
+                output_tokens: reply.output_tokens(),
+            },
+        }
+        .frame(),
+    ));
+    frames.push(Frame::trailer(Event::MessageStop.frame()));
     frames
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod openai;
 pub(crate) mod responses;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::fault::{FaultSpec, Route, ToolCallSpec};
@@ -189,21 +190,26 @@ pub(crate) fn error_body(route: Route, err: &ErrorInfo, request_id: Option<&str>
 }
 
 pub(crate) fn to_bytes(value: &Value) -> Bytes {
+    serialize(value)
+}
+
+/// Serialises any wire struct. Serialising into memory cannot fail for these types (string
+/// keys, no fallible `Serialize` impls), so the empty fallback is never sent in practice.
+pub(crate) fn serialize<T: Serialize + ?Sized>(value: &T) -> Bytes {
     Bytes::from(serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// `data: <json>\n\n`
-pub(crate) fn sse_data(value: &Value) -> Bytes {
-    let mut out = BytesMut::with_capacity(256).writer();
+pub(crate) fn sse_data<T: Serialize + ?Sized>(value: &T) -> Bytes {
+    let mut out = BytesMut::with_capacity(384).writer();
     out.get_mut().put_slice(b"data: ");
-    // Serialising a Value into memory cannot fail.
     let _ = serde_json::to_writer(&mut out, value);
     out.get_mut().put_slice(b"\n\n");
     out.into_inner().freeze()
 }
 
 /// `event: <name>\ndata: <json>\n\n`
-pub(crate) fn sse_event(name: &str, value: &Value) -> Bytes {
+pub(crate) fn sse_event<T: Serialize + ?Sized>(name: &str, value: &T) -> Bytes {
     let mut out = BytesMut::with_capacity(256).writer();
     out.get_mut().put_slice(b"event: ");
     out.get_mut().put_slice(name.as_bytes());
@@ -227,6 +233,50 @@ mod tests {
         assert!(pieces.len() <= 3 && !pieces.is_empty());
         assert_eq!(pieces.concat(), text);
         assert_eq!(split_pieces("", 3), vec![String::new()]);
+    }
+
+    fn reply() -> Reply {
+        Reply {
+            model: "m".into(),
+            input_tokens: 3,
+            chunks: 2,
+            reasoning_chunks: 1,
+            tool_call: Some(ToolCallSpec {
+                name: "f".into(),
+                arguments: serde_json::json!({"a": 1}),
+            }),
+            include_usage: true,
+        }
+    }
+
+    #[test]
+    fn fields_come_in_provider_order() {
+        // Clients do not depend on key order, but logs and diffs against captured traffic
+        // read better when the mock matches the providers.
+        for f in anthropic::message_frames(&reply()) {
+            let text = String::from_utf8_lossy(&f.bytes).into_owned();
+            let (event, data) = text.split_once('\n').unwrap();
+            let name = event.strip_prefix("event: ").unwrap();
+            assert!(
+                data.starts_with(&format!(r#"data: {{"type":"{name}""#)),
+                "{text}"
+            );
+        }
+        let body = anthropic::message_json(&reply());
+        assert!(body.starts_with(br#"{"id":"msg_01"#));
+        for f in openai::chat_frames(&reply()) {
+            assert!(
+                f.bytes.starts_with(br#"data: {"id":"chatcmpl-"#)
+                    || &f.bytes[..] == b"data: [DONE]\n\n"
+            );
+        }
+        assert!(openai::chat_json(&reply()).starts_with(br#"{"id":"chatcmpl-"#));
+    }
+
+    #[test]
+    fn output_tokens_count_every_generated_frame() {
+        // 2 text + 1 reasoning + tool: 1 header + pieces of `{"a":1}` (3).
+        assert_eq!(reply().output_tokens(), 2 + 1 + 1 + 3);
     }
 
     #[test]
