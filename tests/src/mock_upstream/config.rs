@@ -12,7 +12,8 @@ use std::time::Duration;
 pub struct MockConfig {
     /// Address to bind. Defaults to `127.0.0.1:0` (an ephemeral loopback port).
     pub listen: SocketAddr,
-    /// Content chunks per streamed response (and words in a non-streamed one).
+    /// Content chunks per streamed response (and words in a non-streamed one); clamped to
+    /// [`super::MAX_CHUNKS`].
     pub chunks: u32,
     /// Pause between two content frames of a stream.
     pub chunk_delay: Duration,
@@ -33,7 +34,8 @@ pub struct MockConfig {
     pub body_capture_limit: usize,
     /// Largest request body accepted; larger ones get a 413.
     pub max_request_body: usize,
-    /// Longest a scripted stall may hang when the client stays connected.
+    /// Longest a scripted stall may hang when the client stays connected; also caps every
+    /// scripted or configured delay.
     pub max_stall: Duration,
     /// How long an idle keep-alive connection may wait for its next request head. Keep it
     /// above the client's pool idle timeout so a pooled connection is never closed under it.

@@ -158,7 +158,8 @@ pub struct FaultSpec {
     /// `anthropic-ratelimit-requests-reset`), on error and normal responses alike.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
-    /// Delay before the response headers.
+    /// Delay before the response headers. Every delay is capped by the configured maximum
+    /// stall.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_before_headers_ms: Option<u64>,
     /// Delay between the preamble and the first content frame.
@@ -167,7 +168,7 @@ pub struct FaultSpec {
     /// Delay between content frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_delay_ms: Option<u64>,
-    /// Text content frames (overrides the configured count).
+    /// Text content frames (overrides the configured count; at most [`MAX_CHUNKS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<u32>,
     /// Send this many content frames, then hang until the client goes away, `stall_ms` or
@@ -270,6 +271,11 @@ impl FaultSpec {
         {
             return Err(format!("invalid status {status}"));
         }
+        for count in [self.chunks, self.reasoning_chunks].into_iter().flatten() {
+            if count > MAX_CHUNKS {
+                return Err(format!("at most {MAX_CHUNKS} chunks per response"));
+            }
+        }
         for (name, value) in &self.headers {
             let parsed = hyper::header::HeaderName::from_bytes(name.as_bytes());
             if parsed.is_err() || hyper::header::HeaderValue::from_str(value).is_err() {
@@ -301,6 +307,10 @@ struct Queued {
     spec: Arc<FaultSpec>,
     remaining: Option<u32>,
 }
+
+/// Most content or reasoning chunks one response may have; a stream is built up front, so
+/// this bounds its memory. Larger counts in a fault are refused, in the config clamped.
+pub const MAX_CHUNKS: u32 = 10_000;
 
 /// Most faults that may wait in the queue; scripting more is refused.
 pub const MAX_QUEUED_FAULTS: usize = 10_000;
@@ -435,6 +445,20 @@ mod tests {
         let mut bad = bad;
         bad.matcher.route = Some("/v2/nope".into());
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn oversized_chunk_counts_are_refused() {
+        let mut spec = FaultSpec::new();
+        spec.chunks = Some(MAX_CHUNKS + 1);
+        assert!(spec.validate().is_err());
+        spec.chunks = Some(MAX_CHUNKS);
+        assert!(spec.validate().is_ok());
+        let q = FaultQueue::default();
+        let mut managed = FaultSpec::new();
+        managed.headers.insert("Content-Length".into(), "5".into());
+        assert!(q.push_all(vec![managed]).is_err());
+        assert_eq!(q.len(), 0);
     }
 
     #[test]

@@ -52,7 +52,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::MockConfig;
 pub use control::parse_script;
-pub use fault::{FaultMatch, FaultSpec, MAX_QUEUED_FAULTS, PendingFault, Route, ToolCallSpec};
+pub use fault::{
+    FaultMatch, FaultSpec, MAX_CHUNKS, MAX_QUEUED_FAULTS, PendingFault, Route, ToolCallSpec,
+};
 pub use respond::FAULT_HEADER;
 pub use stats::{MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot};
 

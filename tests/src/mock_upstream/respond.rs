@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::Shared;
 use super::body::{ConnCtl, MockBody, Script};
-use super::fault::{FaultSpec, Route};
+use super::fault::{FaultSpec, MAX_CHUNKS, Route};
 use super::ids;
 use super::stats::{InFlightGuard, Outcome, RequestFacts};
 use super::wire::{self, ErrorInfo, Frame, Kind, Reply, anthropic, openai, responses};
@@ -159,8 +159,10 @@ fn apply_fault_headers(headers: &mut HeaderMap, fault: Option<&FaultSpec>) {
     }
 }
 
-fn millis(ms: Option<u64>, default: Duration) -> Duration {
-    ms.map(Duration::from_millis).unwrap_or(default)
+/// A scripted delay, or the default, never longer than the configured maximum stall so no
+/// script can park a request indefinitely.
+fn millis(ms: Option<u64>, default: Duration, cap: Duration) -> Duration {
+    ms.map(Duration::from_millis).unwrap_or(default).min(cap)
 }
 
 /// Serves a request to a provider route. `ctl` lets a fault reset the connection.
@@ -286,7 +288,7 @@ impl Served {
             .min(cfg.max_stall);
 
         if let Some(ms) = fault.and_then(|f| f.latency_before_headers_ms) {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+            tokio::time::sleep(millis(Some(ms), Duration::ZERO, cfg.max_stall)).await;
         }
         if fault.is_some_and(|f| f.reset_before_body) {
             ctl.request_reset();
@@ -338,7 +340,9 @@ impl Served {
             0
         } else {
             fault.and_then(|f| f.chunks).unwrap_or(default_chunks)
-        };
+        }
+        .min(MAX_CHUNKS);
+        let reasoning_chunks = reasoning_chunks.min(MAX_CHUNKS);
         Reply {
             model: self
                 .shape
@@ -430,8 +434,13 @@ impl Served {
         let first_delay = millis(
             fault.and_then(|f| f.first_chunk_delay_ms),
             cfg.first_chunk_delay,
+            cfg.max_stall,
         );
-        let chunk_delay = millis(fault.and_then(|f| f.chunk_delay_ms), cfg.chunk_delay);
+        let chunk_delay = millis(
+            fault.and_then(|f| f.chunk_delay_ms),
+            cfg.chunk_delay,
+            cfg.max_stall,
+        );
         let mut headers = provider_headers(self.route, SSE);
         apply_fault_headers(&mut headers, fault);
 
