@@ -819,7 +819,7 @@ async fn error_body_200_and_latency_before_headers() {
 async fn counters_and_max_in_flight_per_key() {
     let mock = start(1).await;
     mock.script(FaultSpec {
-        latency_before_headers_ms: Some(200),
+        latency_before_headers_ms: Some(500),
         ..FaultSpec::default()
     })
     .unwrap();
