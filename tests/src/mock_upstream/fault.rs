@@ -266,8 +266,9 @@ impl FaultSpec {
         {
             return Err(format!("unknown route {route:?}"));
         }
+        // A 1xx is not a final response; hyper could not send it as one.
         if let Some(status) = self.status
-            && !(100..=999).contains(&status)
+            && !(200..=999).contains(&status)
         {
             return Err(format!("invalid status {status}"));
         }
