@@ -25,7 +25,7 @@ use super::wire;
 const MAX_CONTROL_BODY: usize = 1024 * 1024;
 
 fn reply(status: StatusCode, value: &Value) -> Response<MockBody> {
-    let mut resp = Response::new(MockBody::full(wire::to_bytes(value)));
+    let mut resp = Response::new(MockBody::full(wire::serialize(value)));
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

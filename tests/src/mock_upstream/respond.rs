@@ -141,7 +141,7 @@ fn error_reply(
 ) -> Response<MockBody> {
     let mut headers = provider_headers(route, JSON);
     let request_id = headers.get("request-id").and_then(|v| v.to_str().ok());
-    let body = wire::to_bytes(&wire::error_body(route, err, request_id));
+    let body = wire::serialize(&wire::error_body(route, err, request_id));
     apply_fault_headers(&mut headers, fault);
     response(status, headers, MockBody::full(body))
 }
@@ -320,7 +320,7 @@ impl Served {
             };
             let mut headers = provider_headers(self.route, JSON);
             apply_fault_headers(&mut headers, fault);
-            return response(status, headers, MockBody::full(wire::to_bytes(&body)));
+            return response(status, headers, MockBody::full(wire::serialize(&body)));
         }
 
         let reply = self.reply(cfg.chunks, fault);
@@ -374,7 +374,7 @@ impl Served {
     ) -> Response<MockBody> {
         let (content_type, bytes) = match body {
             Value::String(text) => ("text/plain; charset=utf-8", Bytes::from(text.clone())),
-            other => (JSON, wire::to_bytes(other)),
+            other => (JSON, wire::serialize(other)),
         };
         let mut headers = provider_headers(self.route, content_type);
         apply_fault_headers(&mut headers, fault);
@@ -391,7 +391,7 @@ impl Served {
     ) -> Response<MockBody> {
         let bytes = match self.route {
             Route::Messages => anthropic::message_json(reply),
-            Route::Responses => wire::to_bytes(&responses::response_json(reply)),
+            Route::Responses => wire::serialize(&responses::response_json(reply)),
             Route::ChatCompletions | Route::Models => openai::chat_json(reply),
         };
         let mut headers = provider_headers(self.route, JSON);

@@ -189,10 +189,6 @@ pub(crate) fn error_body(route: Route, err: &ErrorInfo, request_id: Option<&str>
     }
 }
 
-pub(crate) fn to_bytes(value: &Value) -> Bytes {
-    serialize(value)
-}
-
 /// Serialises any wire struct. Serialising into memory cannot fail for these types (string
 /// keys, no fallible `Serialize` impls), so the empty fallback is never sent in practice.
 pub(crate) fn serialize<T: Serialize + ?Sized>(value: &T) -> Bytes {
