@@ -1,0 +1,204 @@
+//! A mock LLM provider for tests and benchmarks.
+//!
+//! There is no internet in CI, yet Switchyard must be tested against upstreams that speak the
+//! real OpenAI and Anthropic wire formats (the real SDKs parse its output through the
+//! gateway) and that fail in every way the resilience mechanisms handle: error statuses with
+//! `Retry-After`, slow headers, slow or stalled streams, in-band errors, TCP resets, empty
+//! streams and errors disguised as 200s. This module is that upstream. It is also the
+//! "mock direct" baseline of the benchmark harness, so the normal path is kept cheap: one
+//! uncontended lock for the counters, no per-request task, adjacent SSE frames written
+//! together when no delay separates them.
+//!
+//! Routes: `POST /v1/chat/completions`, `POST /v1/messages`, `POST /v1/responses` (JSON, or
+//! SSE with `"stream": true`) and `GET /v1/models`. Faults are [`FaultSpec`]s queued through
+//! [`MockHandle::script`] or `POST /__mock/script` (see the `control` module), or sent with
+//! one request in the `x-mock-fault` header. Counters are read with [`MockHandle::stats`] or
+//! `GET /__mock/stats`.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream, Route};
+//! let mock = MockUpstream::start(MockConfig::default()).await?;
+//! mock.script(
+//!     FaultSpec::status(429)
+//!         .on_route(Route::ChatCompletions)
+//!         .header("Retry-After", "2")
+//!         .times(1),
+//! )
+//! .map_err(std::io::Error::other)?;
+//! // point the gateway at mock.base_url() …
+//! assert_eq!(mock.stats().faults, 0);
+//! mock.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod body;
+mod config;
+mod control;
+mod fault;
+mod ids;
+mod respond;
+mod server;
+mod stats;
+mod wire;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::net::TcpSocket;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use config::MockConfig;
+pub use control::parse_script;
+pub use fault::{
+    FaultMatch, FaultSpec, MAX_CHUNKS, MAX_QUEUED_FAULTS, PendingFault, Route, ToolCallSpec,
+};
+pub use respond::FAULT_HEADER;
+pub use stats::{MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot};
+
+use fault::FaultQueue;
+use stats::{Limits, Stats};
+
+/// Listen backlog; benchmarks open many connections at once.
+const BACKLOG: u32 = 1024;
+
+/// Locks a mutex, carrying on after a panic elsewhere poisoned it: the counters stay usable
+/// and a test failure is reported where it happened rather than here.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub(crate) config: MockConfig,
+    pub(crate) faults: FaultQueue,
+    pub(crate) stats: Arc<Stats>,
+}
+
+/// Entry point: starts a mock upstream on the current tokio runtime.
+#[derive(Debug, Clone, Copy)]
+pub struct MockUpstream;
+
+impl MockUpstream {
+    /// Binds `config.listen` and serves until the handle is shut down or dropped.
+    pub async fn start(config: MockConfig) -> io::Result<MockHandle> {
+        let socket = if config.listen.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(config.listen)?;
+        let listener = socket.listen(BACKLOG)?;
+        let addr = listener.local_addr()?;
+
+        let shared = Arc::new(Shared {
+            stats: Arc::new(Stats::new(Limits {
+                header_history: config.header_history,
+                body_history: config.body_history,
+                body_capture_limit: config.body_capture_limit,
+            })),
+            faults: FaultQueue::default(),
+            config,
+        });
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(server::serve(listener, Arc::clone(&shared), cancel.clone()));
+        Ok(MockHandle {
+            addr,
+            shared,
+            cancel,
+            task: Some(task),
+        })
+    }
+}
+
+/// A running mock upstream. Dropping it stops the server (open connections are closed).
+pub struct MockHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for MockHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockHandle")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, without a trailing slash; provider paths start with `/v1/`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The configuration the mock runs with.
+    pub fn config(&self) -> &MockConfig {
+        &self.shared.config
+    }
+
+    /// Queues one fault. Returns an error (queueing nothing) when it is invalid or the queue
+    /// is full.
+    pub fn script(&self, fault: FaultSpec) -> Result<(), String> {
+        self.shared.faults.push_all(vec![fault]).map(|_| ())
+    }
+
+    /// Queues several faults in order, all or none.
+    pub fn script_all(&self, faults: impl IntoIterator<Item = FaultSpec>) -> Result<(), String> {
+        self.shared
+            .faults
+            .push_all(faults.into_iter().collect())
+            .map(|_| ())
+    }
+
+    /// Faults still queued, with their remaining uses.
+    pub fn pending_faults(&self) -> Vec<PendingFault> {
+        self.shared.faults.pending()
+    }
+
+    /// Drops every queued fault.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.stats.snapshot(self.shared.faults.len())
+    }
+
+    /// Zeroes the counters (requests in flight stay counted as in flight).
+    pub fn reset_stats(&self) {
+        self.shared.stats.reset();
+    }
+
+    /// Drops queued faults and zeroes the counters, like `POST /__mock/reset`.
+    pub fn reset(&self) {
+        self.clear_faults();
+        self.reset_stats();
+    }
+
+    /// Stops accepting, closes open connections and waits for the accept loop to end.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            // The loop only ends by cancellation; a join error means it panicked, which the
+            // test that caused it reports on its own.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for MockHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
