@@ -18,7 +18,9 @@ pub struct Clock {
 impl Clock {
     /// A clock whose monotonic zero is now.
     pub fn new() -> Self {
-        Self { start: Instant::now() }
+        Self {
+            start: Instant::now(),
+        }
     }
 
     /// Monotonic milliseconds since start; the time base of every policy decision.

@@ -40,8 +40,12 @@ impl NodeProcess {
     /// here on free ports) and extra environment variables; waits up to 15 s for `/readyz`.
     pub fn start(config: &str, env: &[(&str, &str)]) -> std::io::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let client: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse().map_err(io_err)?;
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse().map_err(io_err)?;
+        let client: SocketAddr = format!("127.0.0.1:{}", free_port()?)
+            .parse()
+            .map_err(io_err)?;
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()?)
+            .parse()
+            .map_err(io_err)?;
         let full = with_listeners(config, client, admin);
         let cfg_path = dir.path().join("switchyard.toml");
         std::fs::File::create(&cfg_path)?.write_all(full.as_bytes())?;
@@ -58,7 +62,13 @@ impl NodeProcess {
             cmd.env(k, v);
         }
         let child = cmd.spawn()?;
-        let mut node = Self { child, client, admin, dir, log_path };
+        let mut node = Self {
+            child,
+            client,
+            admin,
+            dir,
+            log_path,
+        };
         node.wait_ready(Duration::from_secs(15))?;
         Ok(node)
     }
@@ -77,7 +87,10 @@ impl NodeProcess {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(std::io::Error::other(format!("node not ready in time; log:\n{}", self.log())))
+        Err(std::io::Error::other(format!(
+            "node not ready in time; log:\n{}",
+            self.log()
+        )))
     }
 
     /// `http://127.0.0.1:PORT` of the client listener.
@@ -140,7 +153,11 @@ pub fn http_get_status(addr: SocketAddr, path: &str) -> Option<u16> {
     use std::io::Read as _;
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut buf = [0u8; 64];
     let n = s.read(&mut buf).ok()?;
     let head = std::str::from_utf8(&buf[..n]).ok()?;

@@ -29,7 +29,8 @@ impl ClientKey {
 
     /// Whether the key may use this connection (`[]` = all).
     pub fn allows_connection(&self, connection: &str) -> bool {
-        self.allowed_connections.is_empty() || self.allowed_connections.iter().any(|c| c == connection)
+        self.allowed_connections.is_empty()
+            || self.allowed_connections.iter().any(|c| c == connection)
     }
 }
 
@@ -42,7 +43,10 @@ pub struct KeyStore {
 
 impl KeyStore {
     pub fn new(keys: Vec<ClientKey>, require_api_key: bool) -> Self {
-        Self { keys, require_api_key }
+        Self {
+            keys,
+            require_api_key,
+        }
     }
 
     /// Authenticates a request: `Ok(Some(key))`, `Ok(None)` for an allowed anonymous client,
@@ -50,7 +54,9 @@ impl KeyStore {
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&ClientKey>, GatewayError> {
         let Some(presented) = presented_key(headers) else {
             return if self.require_api_key {
-                Err(GatewayError::unauthorized("Missing API key: send `Authorization: Bearer <key>` or `x-api-key`"))
+                Err(GatewayError::unauthorized(
+                    "Missing API key: send `Authorization: Bearer <key>` or `x-api-key`",
+                ))
             } else {
                 Ok(None)
             };
@@ -145,14 +151,19 @@ mod tests {
 
     fn headers(name: &'static str, value: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(HeaderName::from_static(name), HeaderValue::from_str(value).unwrap());
+        h.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_str(value).unwrap(),
+        );
         h
     }
 
     #[test]
     fn bearer_and_x_api_key_authenticate() {
         let store = KeyStore::new(vec![key("a", "sk-a"), key("b", "sk-b")], true);
-        let k = store.authenticate(&headers("authorization", "Bearer sk-b")).unwrap();
+        let k = store
+            .authenticate(&headers("authorization", "Bearer sk-b"))
+            .unwrap();
         assert_eq!(k.unwrap().id, "b");
         let k = store.authenticate(&headers("x-api-key", "sk-a")).unwrap();
         assert_eq!(k.unwrap().id, "a");
@@ -161,7 +172,9 @@ mod tests {
     #[test]
     fn wrong_or_missing_key_is_401_when_required() {
         let store = KeyStore::new(vec![key("a", "sk-a")], true);
-        let e = store.authenticate(&headers("authorization", "Bearer nope")).unwrap_err();
+        let e = store
+            .authenticate(&headers("authorization", "Bearer nope"))
+            .unwrap_err();
         assert_eq!(e.status.as_u16(), 401);
         assert_eq!(e.code, "invalid_api_key");
         assert!(store.authenticate(&HeaderMap::new()).is_err());

@@ -86,7 +86,10 @@ pub async fn read_limited(
 /// Validates the JSON body and extracts the routing fields.
 pub fn parse_body(raw: Bytes) -> Result<ParsedBody, GatewayError> {
     let top: TopLevel<'_> = serde_json::from_slice(&raw).map_err(|e| {
-        GatewayError::bad_request("invalid_json", format!("Request body is not valid JSON: {e}"))
+        GatewayError::bad_request(
+            "invalid_json",
+            format!("Request body is not valid JSON: {e}"),
+        )
     })?;
     let mut model = None;
     let mut stream = false;
@@ -106,17 +109,20 @@ pub fn parse_body(raw: Bytes) -> Result<ParsedBody, GatewayError> {
             "session_id" => session = string_value(value),
             "prompt_cache_key" => cache_key = string_value(value),
             "metadata" => {
-                if let Ok(meta) = serde_json::from_str::<Metadata<'_>>(value.get()) {
-                    if let Some(s) = meta.session_id {
-                        session = Some(s.into_owned());
-                    }
+                if let Ok(meta) = serde_json::from_str::<Metadata<'_>>(value.get())
+                    && let Some(s) = meta.session_id
+                {
+                    session = Some(s.into_owned());
                 }
             }
             _ => {}
         }
     }
     let Some((model, model_span)) = model else {
-        return Err(GatewayError::bad_request("missing_model", "`model` is required"));
+        return Err(GatewayError::bad_request(
+            "missing_model",
+            "`model` is required",
+        ));
     };
     if model.is_empty() || model.len() > 512 {
         return Err(GatewayError::bad_request(
@@ -225,10 +231,20 @@ mod tests {
         assert_eq!(parse(r#"{"x":1}"#).unwrap_err().code, "missing_model");
         assert_eq!(parse(r#"{"model":1}"#).unwrap_err().code, "invalid_model");
         assert_eq!(parse(r#"{"model":""}"#).unwrap_err().code, "invalid_model");
-        assert_eq!(parse(r#"{"model":"m","stream":"yes"}"#).unwrap_err().code, "invalid_parameter");
-        let deep = format!("{{\"model\":\"m\",\"x\":{}{}}}", "[".repeat(1000), "]".repeat(1000));
+        assert_eq!(
+            parse(r#"{"model":"m","stream":"yes"}"#).unwrap_err().code,
+            "invalid_parameter"
+        );
+        let deep = format!(
+            "{{\"model\":\"m\",\"x\":{}{}}}",
+            "[".repeat(1000),
+            "]".repeat(1000)
+        );
         assert_eq!(parse(&deep).unwrap_err().code, "invalid_json");
-        assert_eq!(parse("{\"model\":\"m\"}\u{0}").unwrap_err().code, "invalid_json");
+        assert_eq!(
+            parse("{\"model\":\"m\"}\u{0}").unwrap_err().code,
+            "invalid_json"
+        );
     }
 
     #[test]

@@ -73,14 +73,24 @@ impl GatewayError {
 
     /// The client sent something we refuse (400 family).
     pub fn bad_request(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", code, message)
-            .with_source(ErrorSource::Downstream)
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            code,
+            message,
+        )
+        .with_source(ErrorSource::Downstream)
     }
 
     /// 401 for a missing or wrong API key.
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "authentication_error", "invalid_api_key", message)
-            .with_source(ErrorSource::Downstream)
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid_api_key",
+            message,
+        )
+        .with_source(ErrorSource::Downstream)
     }
 
     /// 403 for a key that may not do this.
@@ -91,7 +101,12 @@ impl GatewayError {
 
     /// 500 for our own bugs; the message never carries internals.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "internal_error", message)
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "internal_error",
+            message,
+        )
     }
 
     pub fn with_source(mut self, source: ErrorSource) -> Self {
@@ -128,7 +143,10 @@ impl GatewayError {
         let mut error = Map::new();
         match format {
             ClientFormat::Anthropic => {
-                error.insert("type".into(), anthropic_type(self.status, self.error_type).into());
+                error.insert(
+                    "type".into(),
+                    anthropic_type(self.status, self.error_type).into(),
+                );
                 error.insert("message".into(), self.message.clone().into());
                 error.insert("code".into(), self.code.clone().into());
             }
@@ -161,26 +179,28 @@ impl GatewayError {
         for (name, value) in &self.headers {
             builder.insert_header((name.clone(), value.clone()));
         }
-        builder.content_type("application/json").body(self.body(format).to_string())
+        builder
+            .content_type("application/json")
+            .body(self.body(format).to_string())
     }
 }
 
 impl std::fmt::Display for GatewayError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
     }
 }
 
 /// Anthropic's error `type` names for our statuses, so its SDK raises the right exception class.
 fn anthropic_type(status: StatusCode, ours: &'static str) -> &'static str {
     match status.as_u16() {
-        400 | 404 | 405 | 409 | 415 | 422 if ours == "invalid_request_error" => {
-            if status == StatusCode::NOT_FOUND {
-                "not_found_error"
-            } else {
-                "invalid_request_error"
-            }
-        }
+        400 | 405 | 409 | 415 | 422 if ours == "invalid_request_error" => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",
@@ -226,15 +246,36 @@ mod tests {
         assert_eq!(b["error"]["type"], "rate_limit_error");
         assert_eq!(b["error"]["code"], "x");
         let e = GatewayError::internal("boom");
-        assert_eq!(e.body(ClientFormat::Anthropic)["error"]["type"], "api_error");
+        assert_eq!(
+            e.body(ClientFormat::Anthropic)["error"]["type"],
+            "api_error"
+        );
         let e = GatewayError::bad_request("invalid_json", "bad");
-        assert_eq!(e.body(ClientFormat::Anthropic)["error"]["type"], "invalid_request_error");
+        assert_eq!(
+            e.body(ClientFormat::Anthropic)["error"]["type"],
+            "invalid_request_error"
+        );
     }
 
     #[test]
     fn retry_after_is_at_least_one_second() {
-        assert_eq!(GatewayError::internal("x").with_retry_after_ms(0).retry_after_secs, Some(1));
-        assert_eq!(GatewayError::internal("x").with_retry_after_ms(1000).retry_after_secs, Some(1));
-        assert_eq!(GatewayError::internal("x").with_retry_after_ms(1001).retry_after_secs, Some(2));
+        assert_eq!(
+            GatewayError::internal("x")
+                .with_retry_after_ms(0)
+                .retry_after_secs,
+            Some(1)
+        );
+        assert_eq!(
+            GatewayError::internal("x")
+                .with_retry_after_ms(1000)
+                .retry_after_secs,
+            Some(1)
+        );
+        assert_eq!(
+            GatewayError::internal("x")
+                .with_retry_after_ms(1001)
+                .retry_after_secs,
+            Some(2)
+        );
     }
 }

@@ -1,5 +1,9 @@
-//! The HTTP edge: body reading, authentication and error envelopes.
+//! The HTTP edge: listeners, handlers, ingress checks, authentication and error envelopes.
 
+pub mod admin_routes;
 pub mod auth;
 pub mod body;
+pub mod client_routes;
 pub mod errors;
+pub mod ingress;
+pub mod server;

@@ -148,6 +148,8 @@ impl ConnHandle {
 impl std::fmt::Debug for ConnHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the credential.
-        f.debug_struct("ConnHandle").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("ConnHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }

@@ -49,14 +49,6 @@ impl Gate {
         }
     }
 
-    /// Acquires a permit without waiting; `Ok(None)` when unlimited.
-    pub fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, ()> {
-        match &self.sem {
-            None => Ok(None),
-            Some(sem) => sem.clone().try_acquire_owned().map(Some).map_err(|_| ()),
-        }
-    }
-
     /// Acquires a permit, waiting in line up to `timeout_ms` when the gate is full.
     pub async fn acquire(
         &self,
@@ -67,10 +59,10 @@ impl Gate {
             return Ok(None);
         };
         // Nobody waiting and a permit free: take it without joining the line.
-        if self.waiting.load(Ordering::Acquire) == 0 {
-            if let Ok(p) = sem.clone().try_acquire_owned() {
-                return Ok(Some(p));
-            }
+        if self.waiting.load(Ordering::Acquire) == 0
+            && let Ok(p) = sem.clone().try_acquire_owned()
+        {
+            return Ok(Some(p));
         }
         let before = self.waiting.fetch_add(1, Ordering::AcqRel);
         let _line = WaitingGuard(&self.waiting);
@@ -80,8 +72,11 @@ impl Gate {
                 max_queue,
             });
         }
-        match tokio::time::timeout(Duration::from_millis(timeout_ms), sem.clone().acquire_owned())
-            .await
+        match tokio::time::timeout(
+            Duration::from_millis(timeout_ms),
+            sem.clone().acquire_owned(),
+        )
+        .await
         {
             Ok(Ok(p)) => Ok(Some(p)),
             // The semaphore is never closed; treat it like a timeout if it ever is.
@@ -119,9 +114,15 @@ mod tests {
         let p = g.acquire(1, 10).await.unwrap();
         assert!(p.is_some());
         assert_eq!(g.in_use(), 1);
-        assert!(matches!(g.acquire(1, 20).await, Err(SemaphoreError::Timeout { .. })));
+        assert!(matches!(
+            g.acquire(1, 20).await,
+            Err(SemaphoreError::Timeout { .. })
+        ));
         assert_eq!(g.waiting(), 0);
-        assert!(matches!(g.acquire(0, 20).await, Err(SemaphoreError::QueueFull { .. })));
+        assert!(matches!(
+            g.acquire(0, 20).await,
+            Err(SemaphoreError::QueueFull { .. })
+        ));
         assert_eq!(g.waiting(), 0);
         drop(p);
         assert!(g.acquire(0, 20).await.unwrap().is_some());

@@ -1,6 +1,6 @@
 //! A provider as the hot path sees it: the breaker view published by its breaker actor.
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use actix::Addr;
@@ -22,7 +22,10 @@ pub struct BreakerSnapshot {
 
 impl Default for BreakerSnapshot {
     fn default() -> Self {
-        Self { view: BreakerView::Closed, failure_count: 0 }
+        Self {
+            view: BreakerView::Closed,
+            failure_count: 0,
+        }
     }
 }
 
@@ -58,6 +61,8 @@ pub struct ProviderHandle {
     pub strategy_state: Mutex<StrategyState>,
     /// Requests in flight on this provider.
     pub inflight: AtomicU32,
+    /// The connection of the last dispatch (`usize::MAX` = none), for sticky counts.
+    pub last_used_conn: AtomicUsize,
     /// The breaker actor (started once; it supervises this provider's connection actors).
     pub actor: OnceLock<Addr<ProviderBreakerActor>>,
 }
@@ -72,6 +77,7 @@ impl ProviderHandle {
             connections,
             strategy_state: Mutex::new(StrategyState::new()),
             inflight: AtomicU32::new(0),
+            last_used_conn: AtomicUsize::new(usize::MAX),
             actor: OnceLock::new(),
         }
     }
@@ -79,6 +85,8 @@ impl ProviderHandle {
 
 impl std::fmt::Debug for ProviderHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderHandle").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("ProviderHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }

@@ -97,7 +97,10 @@ impl RequestQueue {
                 waited_ms: clock.now().saturating_sub(start),
                 max_wait_ms: budget,
             })?;
-        Ok(QueuePermit { _permit: permit, waited_ms: clock.now().saturating_sub(start) })
+        Ok(QueuePermit {
+            _permit: permit,
+            waited_ms: clock.now().saturating_sub(start),
+        })
     }
 }
 

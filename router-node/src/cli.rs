@@ -1,0 +1,154 @@
+//! The node's commands: run, check and demo.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use switchyard_shared::config::Config;
+
+use crate::http::server;
+use crate::runtime::Runtime;
+
+/// `--check`: parse, validate, resolve secrets; print every problem; exit 0 or 1.
+pub fn check(path: &Path) -> ExitCode {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in &errors.errors {
+                eprintln!("error: {e}");
+            }
+            return ExitCode::from(1);
+        }
+    };
+    match Runtime::build(config, &|k| std::env::var(k).ok()) {
+        Ok(rt) => {
+            for w in &rt.settings_warnings {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("{}: ok", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors.errors {
+                eprintln!("error: {e}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs a node from a config file until it is stopped.
+pub fn run(path: &Path) -> ExitCode {
+    init_tracing();
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in &errors.errors {
+                tracing::error!(path = %e.path, "config error: {}", e.message);
+            }
+            return ExitCode::from(1);
+        }
+    };
+    serve(config, &|k| std::env::var(k).ok(), None)
+}
+
+/// Builds the runtime, starts actors and both listeners, and serves until shutdown.
+/// `before_serve` runs inside the actix system (the demo starts its mock providers there).
+pub fn serve(
+    config: Config,
+    env: &dyn Fn(&str) -> Option<String>,
+    banner: Option<String>,
+) -> ExitCode {
+    let rt = match Runtime::build(config, env) {
+        Ok(rt) => Arc::new(rt),
+        Err(errors) => {
+            for e in &errors.errors {
+                tracing::error!(path = %e.path, "config error: {}", e.message);
+            }
+            return ExitCode::from(1);
+        }
+    };
+    for w in &rt.settings_warnings {
+        tracing::warn!("settings: {w}");
+    }
+    let system = actix_web::rt::System::new();
+    let result = system.block_on(async move {
+        let arbiter = actix::Arbiter::new();
+        crate::actors::start_actors(
+            &rt.providers,
+            &rt.connections,
+            &rt.settings.load(),
+            &arbiter.handle(),
+            rt.actor_stats.clone(),
+        );
+        let (client, admin) = server::bind(rt.clone())?;
+        rt.lifecycle.ready.store(true, Ordering::Release);
+        tracing::info!(
+            node_id = %rt.node_id,
+            listen = %rt.config.server.listen,
+            admin_listen = %rt.config.server.admin_listen,
+            "switchyard-node ready"
+        );
+        if let Some(b) = banner {
+            eprintln!("{b}");
+        }
+        let out = futures_util::future::try_join(client, admin)
+            .await
+            .map(|_| ());
+        rt.lifecycle.draining.store(true, Ordering::Release);
+        arbiter.stop();
+        out
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("server error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// JSON lines on stdout, or a human format when stdout is a terminal.
+pub fn init_tracing() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,h2=warn,hyper=warn,reqwest=warn")
+    });
+    if std::io::stdout().is_terminal() {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    } else {
+        let _ = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_env_filter(filter)
+            .try_init();
+    }
+}
+
+/// `demo`: a node on `port` routing to two in-process mock providers.
+pub fn demo(port: u16, admin_port: u16) -> ExitCode {
+    init_tracing();
+    let mocks = match crate::demo::start_mocks() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("demo: cannot start the mock providers: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let toml = crate::demo::config_toml(port, admin_port, &mocks.healthy, &mocks.flaky);
+    let config = match Config::from_toml_str(&toml) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in &errors.errors {
+                eprintln!("demo config error: {e}");
+            }
+            return ExitCode::from(1);
+        }
+    };
+    let banner = crate::demo::banner(port, admin_port);
+    let code = serve(config, &crate::demo::env, Some(banner));
+    drop(mocks);
+    code
+}

@@ -1,0 +1,412 @@
+//! Client API handlers: `/v1/chat/completions`, `/v1/messages`, `/v1/responses`, `/v1/models`.
+//!
+//! Non-streaming requests are routed and answered with the upstream JSON. Streaming requests
+//! are committed at the first content event; if routing takes longer than
+//! `early_keepalive_after_ms`, the client gets `200` + SSE keep-alives at once (so its
+//! first-byte timeout does not fire during a cooldown wait) and any later failure arrives
+//! in-band as one error event.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::json;
+use switchyard_shared::classify::TransportFailure;
+use switchyard_shared::sse::{self, Format};
+use tokio::sync::mpsc;
+
+use super::errors::{ClientFormat, GatewayError};
+use super::ingress;
+use crate::routing::{self, RouteRequest, Routed, RoutedBody};
+use crate::runtime::Runtime;
+use crate::upstream::{AttemptFailure, StreamEnd};
+
+pub async fn chat_completions(
+    rt: web::Data<Arc<Runtime>>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    handle(rt.get_ref().clone(), req, payload, ClientFormat::OpenAiChat).await
+}
+
+pub async fn messages(
+    rt: web::Data<Arc<Runtime>>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    handle(rt.get_ref().clone(), req, payload, ClientFormat::Anthropic).await
+}
+
+pub async fn responses(
+    rt: web::Data<Arc<Runtime>>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    handle(
+        rt.get_ref().clone(),
+        req,
+        payload,
+        ClientFormat::OpenAiResponses,
+    )
+    .await
+}
+
+/// `GET /v1/models`: configured models and combos in OpenAI's list shape (no secrets).
+pub async fn models(rt: web::Data<Arc<Runtime>>, req: HttpRequest) -> HttpResponse {
+    if let Err(e) = rt.keys.authenticate(req.headers()) {
+        return e.to_response(ClientFormat::OpenAiChat);
+    }
+    let data: Vec<_> = rt
+        .index
+        .client_models()
+        .into_iter()
+        .map(|id| {
+            let owner = id.split_once('/').map_or("switchyard", |(p, _)| p);
+            json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({"object": "list", "data": data}))
+}
+
+/// Any unknown path on the client listener.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    GatewayError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "not_found",
+        format!("No route for {} {}", req.method(), req.path()),
+    )
+    .to_response(ClientFormat::OpenAiChat)
+}
+
+async fn handle(
+    rt: Arc<Runtime>,
+    req: HttpRequest,
+    payload: web::Payload,
+    format: ClientFormat,
+) -> HttpResponse {
+    let started = Instant::now();
+    let request_id = request_id(&req);
+    let _inflight = InflightGuard::new(&rt);
+    let route_req = match ingress::prepare(&rt, &req, payload, format).await {
+        Ok(r) => r,
+        Err(e) => {
+            access_log_error(&request_id, None, "", &e, started);
+            return e.to_response(format);
+        }
+    };
+    if route_req.body.stream {
+        return stream_response(rt, route_req, format, request_id, started).await;
+    }
+    match routing::route(&rt, &route_req).await {
+        Ok(routed) => {
+            let resp = json_response(&routed, &request_id);
+            access_log_ok(&request_id, &route_req, &routed, started, None);
+            drop(routed);
+            resp
+        }
+        Err(e) => {
+            access_log_error(
+                &request_id,
+                route_req.key_id.as_deref(),
+                &route_req.body.model,
+                &e,
+                started,
+            );
+            e.to_response(format)
+        }
+    }
+}
+
+fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
+    let RoutedBody::Json(ok) = &routed.body else {
+        return GatewayError::internal("unexpected stream result")
+            .to_response(ClientFormat::OpenAiChat);
+    };
+    let mut b = HttpResponse::build(StatusCode::from_u16(ok.status).unwrap_or(StatusCode::OK));
+    for (k, v) in &ok.headers {
+        b.insert_header((k.clone(), v.clone()));
+    }
+    b.insert_header(("x-switchyard-connection", routed.conn.id.to_string()));
+    b.insert_header(("x-switchyard-attempts", routed.attempts.to_string()));
+    b.insert_header(("x-request-id", request_id.to_owned()));
+    b.content_type("application/json").body(ok.body.clone())
+}
+
+/// A streaming request: route to the commit point, with early keep-alives if that is slow.
+async fn stream_response(
+    rt: Arc<Runtime>,
+    route_req: RouteRequest,
+    format: ClientFormat,
+    request_id: String,
+    started: Instant,
+) -> HttpResponse {
+    let after = rt.settings.load().stream.early_keepalive_after_ms;
+    let rt2 = rt.clone();
+    let route_req = Arc::new(route_req);
+    let rr = route_req.clone();
+    let mut routing = Box::pin(async move { routing::route(&rt2, &rr).await });
+    let early = tokio::time::sleep(Duration::from_millis(after.max(1)));
+    tokio::select! {
+        res = &mut routing => match res {
+            Ok(routed) => committed_response(rt, routed, &route_req, format, request_id, started),
+            Err(e) => {
+                access_log_error(&request_id, route_req.key_id.as_deref(), &route_req.body.model, &e, started);
+                e.to_response(format)
+            }
+        },
+        () = early => {
+            // Routing is slow (cooldown wait, queue): commit 200 + keep-alives now.
+            let (tx, rx) = mpsc::channel::<Bytes>(16);
+            let keepalive = Bytes::from_static(sse::keep_alive_frame(sse_format(format)));
+            actix_web::rt::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(2500));
+                tick.tick().await;
+                let res = loop {
+                    tokio::select! {
+                        res = &mut routing => break res,
+                        _ = tick.tick() => {
+                            if tx.send(keepalive.clone()).await.is_err() {
+                                return; // client gone: dropping `routing` cancels upstream work
+                            }
+                        }
+                    }
+                };
+                match res {
+                    Ok(routed) => {
+                        let log = (request_id.clone(), started);
+                        let mut body = committed_body(rt.clone(), routed, &route_req, format, log);
+                        while let Some(chunk) = body.next().await {
+                            let Ok(chunk) = chunk else { break };
+                            if tx.send(chunk).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        access_log_error(&request_id, route_req.key_id.as_deref(), &route_req.body.model, &e, started);
+                        let frame = sse::format_error_event(sse_format(format), e.error_type, &e.code, &e.message);
+                        let _ = tx.send(Bytes::from(frame)).await;
+                    }
+                }
+            });
+            let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|b| (Ok::<Bytes, actix_web::Error>(b), rx))
+            });
+            HttpResponse::Ok()
+                .content_type("text/event-stream")
+                .insert_header(("cache-control", "no-cache"))
+                .insert_header(("x-accel-buffering", "no"))
+                .insert_header(("x-switchyard-early-keepalive", "1"))
+                .streaming(stream)
+        }
+    }
+}
+
+fn committed_response(
+    rt: Arc<Runtime>,
+    routed: Routed,
+    route_req: &Arc<RouteRequest>,
+    format: ClientFormat,
+    request_id: String,
+    started: Instant,
+) -> HttpResponse {
+    let conn = routed.conn.id.to_string();
+    let attempts = routed.attempts;
+    let headers = match &routed.body {
+        RoutedBody::Stream(s) => s.headers.clone(),
+        RoutedBody::Json(j) => j.headers.clone(),
+    };
+    if matches!(routed.body, RoutedBody::Json(_)) {
+        // The upstream answered a stream request with JSON: pass it through as is.
+        let resp = json_response(&routed, &request_id);
+        access_log_ok(&request_id, route_req, &routed, started, None);
+        return resp;
+    }
+    let body = committed_body(rt, routed, route_req, format, (request_id.clone(), started));
+    let mut b = HttpResponse::Ok();
+    for (k, v) in headers {
+        b.insert_header((k, v));
+    }
+    b.content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .insert_header(("x-switchyard-connection", conn))
+        .insert_header(("x-switchyard-attempts", attempts.to_string()))
+        .insert_header(("x-request-id", request_id))
+        .streaming(body)
+}
+
+/// The committed stream's body; finalisation (permits, observations, access log) runs once.
+fn committed_body(
+    rt: Arc<Runtime>,
+    routed: Routed,
+    route_req: &Arc<RouteRequest>,
+    format: ClientFormat,
+    log: (String, Instant),
+) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, actix_web::Error>>>> {
+    let _ = format;
+    let Routed {
+        body,
+        conn,
+        provider,
+        model,
+        target,
+        attempts,
+        probe: _,
+        permits,
+    } = routed;
+    let RoutedBody::Stream(stream) = body else {
+        return Box::pin(futures_util::stream::empty());
+    };
+    let key_id = route_req.key_id.clone();
+    let client_model = route_req.body.model.clone();
+    let on_finish = Box::new(move |end: StreamEnd| {
+        // Permits and in-flight counts are released here, exactly once.
+        drop(permits);
+        let failure = match (&end.abort, &end.upstream_error) {
+            (Some(abort), _) => Some(AttemptFailure {
+                status: None,
+                transport: Some(transport_of(abort.code())),
+                headers: Vec::new(),
+                body: String::new(),
+                message: abort.message().to_owned(),
+                stream_abort: Some(*abort),
+                elapsed_ms: end.duration_ms,
+            }),
+            (None, Some(err)) if !end.client_disconnected => Some(AttemptFailure {
+                status: None,
+                transport: Some(TransportFailure::ConnectionReset),
+                headers: Vec::new(),
+                body: String::new(),
+                message: err.clone(),
+                stream_abort: None,
+                elapsed_ms: end.duration_ms,
+            }),
+            _ => None,
+        };
+        if let Some(f) = failure {
+            crate::routing::observe::on_failure(
+                &rt, &provider, &conn, &model, &target, &f, None, false,
+            );
+        }
+        tracing::info!(
+            target: "access",
+            request_id = %log.0,
+            api_key = key_id.as_deref().unwrap_or("-"),
+            model = %client_model,
+            target = %target,
+            connection = %conn.id,
+            attempts,
+            status = 200,
+            stream = true,
+            completed = end.completed,
+            client_disconnected = end.client_disconnected,
+            abort = end.abort.as_ref().map(|a| a.code()).unwrap_or("-"),
+            bytes = end.bytes,
+            input_tokens = end.usage.as_ref().and_then(|u| u.input).unwrap_or(0),
+            output_tokens = end.usage.as_ref().and_then(|u| u.output).unwrap_or(0),
+            duration_ms = u64::try_from(log.1.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "request"
+        );
+    });
+    Box::pin(stream.into_body(on_finish))
+}
+
+fn transport_of(code: &str) -> TransportFailure {
+    match code {
+        "stream_idle_timeout" => TransportFailure::IdleTimeout,
+        "STREAM_READINESS_TIMEOUT" => TransportFailure::ReadinessTimeout,
+        "STREAM_EARLY_EOF" => TransportFailure::EarlyEof,
+        _ => TransportFailure::Stall,
+    }
+}
+
+pub fn sse_format(format: ClientFormat) -> Format {
+    match format {
+        ClientFormat::OpenAiChat => Format::OpenAiChat,
+        ClientFormat::OpenAiResponses => Format::OpenAiResponses,
+        ClientFormat::Anthropic => Format::Anthropic,
+    }
+}
+
+fn request_id(req: &HttpRequest) -> String {
+    req.headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            v.len() <= 128
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("req_{:016x}", rand::random::<u64>()))
+}
+
+fn access_log_ok(
+    request_id: &str,
+    req: &RouteRequest,
+    routed: &Routed,
+    started: Instant,
+    _tokens: Option<()>,
+) {
+    tracing::info!(
+        target: "access",
+        request_id,
+        api_key = req.key_id.as_deref().unwrap_or("-"),
+        model = %req.body.model,
+        target = %routed.target,
+        connection = %routed.conn.id,
+        attempts = routed.attempts,
+        status = 200,
+        stream = false,
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "request"
+    );
+}
+
+fn access_log_error(
+    request_id: &str,
+    key: Option<&str>,
+    model: &str,
+    e: &GatewayError,
+    started: Instant,
+) {
+    tracing::info!(
+        target: "access",
+        request_id,
+        api_key = key.unwrap_or("-"),
+        model,
+        status = e.status.as_u16(),
+        code = %e.code,
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "request"
+    );
+}
+
+/// Counts a request in flight for exactly as long as its handler runs.
+struct InflightGuard(Arc<Runtime>);
+
+impl InflightGuard {
+    fn new(rt: &Arc<Runtime>) -> Self {
+        rt.stats
+            .inflight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        rt.stats
+            .requests_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(rt.clone())
+    }
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0
+            .stats
+            .inflight
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}

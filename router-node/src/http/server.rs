@@ -1,0 +1,61 @@
+//! The two listeners: client API and admin API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, web};
+
+use super::{admin_routes, client_routes};
+use crate::runtime::Runtime;
+
+/// Builds and binds both servers; returns them ready to run.
+pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_web::dev::Server)> {
+    let cfg = &rt.config.server;
+    let workers = if cfg.workers == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        cfg.workers as usize
+    };
+    let grace = Duration::from_millis(cfg.shutdown_grace_ms)
+        .as_secs()
+        .max(1);
+    let client_addr = cfg.listen_addr().map_err(std::io::Error::other)?;
+    let admin_addr = cfg.admin_listen_addr().map_err(std::io::Error::other)?;
+
+    let data = web::Data::new(rt.clone());
+    let client = HttpServer::new({
+        let data = data.clone();
+        move || {
+            App::new()
+                .app_data(data.clone())
+                .route(
+                    "/v1/chat/completions",
+                    web::post().to(client_routes::chat_completions),
+                )
+                .route("/v1/messages", web::post().to(client_routes::messages))
+                .route("/v1/responses", web::post().to(client_routes::responses))
+                .route("/v1/models", web::get().to(client_routes::models))
+                .default_service(web::to(client_routes::not_found))
+        }
+    })
+    .workers(workers)
+    .shutdown_timeout(grace)
+    // Long LLM generations: never cut a slow request at actix's 5 s default.
+    .client_request_timeout(Duration::from_secs(60))
+    .keep_alive(Duration::from_secs(75))
+    .backlog(4096)
+    .bind(client_addr)?
+    .run();
+
+    let admin = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .route("/healthz", web::get().to(admin_routes::healthz))
+            .route("/readyz", web::get().to(admin_routes::readyz))
+    })
+    .workers(1)
+    .shutdown_timeout(grace)
+    .bind(admin_addr)?
+    .run();
+    Ok((client, admin))
+}

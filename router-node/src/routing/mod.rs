@@ -1,0 +1,11 @@
+//! Routing: from a client model name to a successful upstream dispatch, or to an error that
+//! says why for every target.
+
+pub mod affinity;
+pub mod dispatch;
+pub mod observe;
+pub mod report;
+pub mod select;
+pub mod terminal;
+
+pub use dispatch::{RouteRequest, Routed, RoutedBody, route};

@@ -1,0 +1,238 @@
+//! Turning an attempt's outcome into policy effects: restatement, classification, and the
+//! observations sent to the owning actors.
+//!
+//! Each attempt is accounted exactly once: one breaker observation (or none for a plain success
+//! on a clean CLOSED breaker), one connection observation for failures (or a success report
+//! only when the snapshot has something to clear). Messages go with `try_send`; a full mailbox
+//! is counted, never waited on.
+
+use std::sync::Arc;
+
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::ProbeGeneration;
+use switchyard_shared::classify::{
+    self, Classification, ClassifyInput, StructuredError, TransportFailure,
+};
+use switchyard_shared::cooldown::FailureObservation;
+use switchyard_shared::hints;
+use switchyard_shared::lockout::{LockFailure, LockReason, ModelRef, resolve_lock_key};
+use switchyard_shared::outcome::{BreakerOutcome, CooldownHint, LockScope};
+use switchyard_shared::restatement;
+
+use super::report::UpstreamFailure;
+use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess};
+use crate::runtime::Runtime;
+use crate::state::{ConnHandle, ProviderHandle};
+use crate::upstream::AttemptFailure;
+
+/// The policy's reading of a failed attempt.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub classification: Classification,
+    pub failure: UpstreamFailure,
+}
+
+/// Restates, classifies and reports a failed attempt; returns what the router needs next.
+#[allow(clippy::too_many_arguments)]
+pub fn on_failure(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    model: &Arc<str>,
+    target: &str,
+    failure: &AttemptFailure,
+    probe: Option<ProbeGeneration>,
+    is_combo: bool,
+) -> Judged {
+    let now = rt.clock.now();
+    let epoch = rt.clock.epoch_ms();
+    let headers: Vec<(&str, &str)> = failure
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let retry_after = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+        .and_then(|(_, v)| hints::parse_retry_after(v, epoch));
+    let mut status = failure.status.unwrap_or(0);
+    let mut client_retry_after = None;
+    let rules = rt
+        .restatement
+        .get(provider.idx)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if let Some(r) = failure
+        .status
+        .and_then(|s| restatement::restate(s, &failure.message, &failure.body, rules, retry_after))
+    {
+        status = r.status;
+        client_retry_after = r.retry_after_ms;
+    }
+    let hint = hints::upstream_hint(&headers, &failure.body, epoch);
+    let settings = rt.settings.load();
+    let use_hints = settings
+        .connection_cooldown_params(provider.config.category)
+        .use_upstream_retry_hints;
+    let operator = rt
+        .error_rules
+        .get(provider.idx)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let text = format!("{} {}", failure.message, failure.body);
+    let classification = classify::classify(&ClassifyInput {
+        status,
+        transport: failure.transport,
+        error_text: &text,
+        structured: StructuredError::default(),
+        headers: &headers,
+        upstream_hint_ms: hint,
+        provider_id: &provider.id,
+        category: provider.config.category,
+        per_model_quota: provider.config.per_model_quota,
+        use_upstream_retry_hints: use_hints,
+        operator_rules: operator,
+        now_epoch_ms: epoch,
+        is_combo,
+        request_scoped: false,
+    });
+
+    // Connection cooldown or model lockout.
+    let model_scoped = classification.scope == LockScope::Model;
+    let lockout = if model_scoped
+        || (is_combo
+            && settings.model_lockout.enabled
+            && settings.model_lockout.error_codes.contains(&status))
+    {
+        let model_ref = ModelRef {
+            provider: &provider.id,
+            connection: &conn.id,
+            model,
+            family: None,
+            per_model_quota: provider.config.per_model_quota,
+        };
+        let lock_hint = match (classification.reset_hint_ms, classification.cooldown) {
+            (Some(ms), _) => CooldownHint::Upstream(ms),
+            (None, CooldownHint::None) => CooldownHint::ScaledBackoff,
+            (None, other) => other,
+        };
+        let key = resolve_lock_key(&model_ref, status, None);
+        let reason = if status == 404 {
+            LockReason::NotFound
+        } else {
+            LockReason::from(classification.reason)
+        };
+        Some((
+            key,
+            LockFailure {
+                reason,
+                hint: lock_hint,
+                reset_after_ms: settings
+                    .breaker_params(provider.config.category)
+                    .reset_timeout_ms,
+            },
+        ))
+    } else {
+        None
+    };
+    let observation = FailureObservation {
+        status: failure.status,
+        reason: classification.reason,
+        // A model-scoped failure locks the model, not the whole connection.
+        hint: if model_scoped {
+            CooldownHint::None
+        } else {
+            classification.cooldown
+        },
+        terminal: classification.terminal,
+        stream_stall: failure.transport == Some(TransportFailure::Stall),
+        message: classify::sanitize_message(&failure.message),
+    };
+    actors::observe(
+        conn,
+        ObserveFailure {
+            model: model.clone(),
+            observation,
+            lockout,
+            at: now,
+        },
+    );
+
+    // Provider breaker: exactly one outcome per attempt.
+    let outcome = if classification.skip_provider_breaker {
+        BreakerOutcome::Ignore
+    } else {
+        classification.breaker
+    };
+    report_breaker(provider, outcome, probe, now);
+
+    let retry_after_ms = client_retry_after
+        .or(hint)
+        .filter(|_| matches!(status, 429 | 503));
+    let stream_code = failure
+        .stream_abort
+        .as_ref()
+        .map(|a| (a.status(), a.error_type(), a.code()));
+    Judged {
+        failure: UpstreamFailure {
+            target: target.to_owned(),
+            connection: conn.id.to_string(),
+            status: (status != 0).then_some(status),
+            message: classify::sanitize_message(&failure.message),
+            retry_after_ms,
+            stream_code,
+        },
+        classification,
+    }
+}
+
+/// Reports a success to whoever has something to clear; nothing on the steady-state path.
+pub fn on_success(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    model: &Arc<str>,
+    probe: Option<ProbeGeneration>,
+) {
+    let now = rt.clock.now();
+    if conn.load().needs_success_report() {
+        actors::observe_success(
+            conn,
+            ObserveSuccess {
+                model: model.clone(),
+                at: now,
+            },
+        );
+    }
+    report_breaker(provider, BreakerOutcome::Success, probe, now);
+}
+
+/// Sends the breaker outcome when it can matter: any failure, a probe's result, or a success
+/// while the breaker has failures to forget.
+pub fn report_breaker(
+    provider: &ProviderHandle,
+    outcome: BreakerOutcome,
+    probe: Option<ProbeGeneration>,
+    now: Millis,
+) {
+    let needed = match outcome {
+        BreakerOutcome::Failure(_) => true,
+        BreakerOutcome::Success => {
+            probe.is_some() || provider.breaker.load().needs_success_report()
+        }
+        BreakerOutcome::Ignore => false,
+    };
+    if needed {
+        actors::observe_breaker(
+            provider,
+            BreakerObserve {
+                generation: probe,
+                outcome,
+                at: now,
+            },
+        );
+    } else if let Some(generation) = probe {
+        // An ignored outcome says nothing about the provider: hand the probe lease back.
+        actors::release_probe(provider, generation, now);
+    }
+}

@@ -1,0 +1,172 @@
+//! Choosing a connection within a provider for one target.
+//!
+//! Eligibility reads only snapshots (cooldown, terminal status, model lockout) plus the request's
+//! own exclusions and the API key's allowed connections. The session pin is consulted *after*
+//! filtering (a cooling connection is never forced), then the provider's connection strategy
+//! picks among the rest. Cost is proportional to this provider's connections only.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use switchyard_shared::Millis;
+use switchyard_shared::admission::{BlockedConnection, ConnectionBlock, CoolingScope};
+use switchyard_shared::config::ConnectionStrategy;
+use switchyard_shared::lockout::ModelRef;
+use switchyard_shared::outcome::FailureReason;
+use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
+
+use crate::runtime::Runtime;
+use crate::state::{ConnHandle, ProviderHandle};
+
+/// The eligible connections of a target and why the others were left out.
+#[derive(Debug, Default)]
+pub struct Eligibility {
+    pub candidates: Vec<Candidate>,
+    pub blocked: Vec<BlockedConnection>,
+    pub not_allowed: usize,
+    pub total: usize,
+}
+
+/// Filters `provider`'s connections for `model`.
+pub fn eligible(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    model: &str,
+    pinned: Option<&str>,
+    allowed: &[String],
+    excluded: &[usize],
+    now: Millis,
+) -> Eligibility {
+    let mut out = Eligibility::default();
+    for &cidx in &provider.connections {
+        let Some(conn) = rt.connections.get(cidx) else {
+            continue;
+        };
+        if pinned.is_some_and(|p| p != &*conn.id) {
+            continue;
+        }
+        out.total += 1;
+        if !allowed.is_empty() && !allowed.iter().any(|a| a.as_str() == &*conn.id) {
+            out.not_allowed += 1;
+            continue;
+        }
+        if excluded.contains(&cidx) {
+            continue;
+        }
+        let snap = conn.load();
+        if let Some(status) = snap.terminal() {
+            out.blocked.push(BlockedConnection {
+                connection: conn.id.to_string(),
+                block: ConnectionBlock::Terminal(status),
+            });
+            continue;
+        }
+        let remaining = snap.cooldown_remaining(now);
+        if remaining > 0 {
+            out.blocked.push(BlockedConnection {
+                connection: conn.id.to_string(),
+                block: ConnectionBlock::Cooling {
+                    remaining_ms: remaining,
+                    scope: CoolingScope::Connection,
+                    reason: snap
+                        .state
+                        .last_error_type
+                        .unwrap_or(FailureReason::RateLimitExceeded),
+                },
+            });
+            continue;
+        }
+        let model_ref = ModelRef {
+            provider: &provider.id,
+            connection: &conn.id,
+            model,
+            family: None,
+            per_model_quota: provider.config.per_model_quota,
+        };
+        if let Some(lock) = snap.model_lock(&model_ref, now) {
+            out.blocked.push(BlockedConnection {
+                connection: conn.id.to_string(),
+                block: ConnectionBlock::Cooling {
+                    remaining_ms: lock.remaining_ms(now),
+                    scope: CoolingScope::Model,
+                    reason: lock_failure_reason(lock.reason),
+                },
+            });
+            continue;
+        }
+        out.candidates
+            .push(candidate(conn, provider, snap.state.backoff_level));
+    }
+    out
+}
+
+fn lock_failure_reason(reason: switchyard_shared::lockout::LockReason) -> FailureReason {
+    use switchyard_shared::lockout::LockReason as L;
+    match reason {
+        L::RateLimited => FailureReason::RateLimitExceeded,
+        L::QuotaExhausted => FailureReason::QuotaExhausted,
+        L::ServerError => FailureReason::ServerError,
+        L::ModelCapacity => FailureReason::ModelCapacity,
+        L::Forbidden => FailureReason::AuthError,
+        L::NotFound | L::QualityFailure | L::Unknown => FailureReason::Unknown,
+    }
+}
+
+fn candidate(conn: &ConnHandle, provider: &ProviderHandle, backoff_level: u32) -> Candidate {
+    let last = conn.last_used_at.load(Ordering::Relaxed);
+    Candidate {
+        priority: conn.config.priority,
+        weight: conn.config.weight,
+        in_flight: conn.inflight.load(Ordering::Relaxed),
+        last_used_at: (last > 0).then_some(last),
+        consecutive_use_count: conn.consecutive_use.load(Ordering::Relaxed),
+        backoff_level,
+        cost: provider.config.cost_per_1k_tokens,
+        ..Candidate::new(conn.idx, stable_hash(conn.id.as_bytes()))
+    }
+}
+
+/// Picks one candidate: the session pin when it is eligible, else the provider's strategy.
+pub fn pick(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    candidates: &[Candidate],
+    session: Option<&str>,
+    fallback: bool,
+    now: Millis,
+) -> Option<Arc<ConnHandle>> {
+    if let Some(session) = session
+        && let Some(pinned) = rt.affinity.get(provider.idx, session, now)
+        && candidates.iter().any(|c| c.index == pinned)
+    {
+        return rt.connections.get(pinned).cloned();
+    }
+    let strategy = connection_strategy(provider.config.connection_strategy);
+    let mut ctx = SelectCtx::new(now);
+    ctx.sticky_limit = provider.config.sticky_round_robin_limit;
+    ctx.fallback = fallback;
+    let idx = match provider.strategy_state.lock() {
+        Ok(mut state) => strategy::pick(strategy, candidates, &mut state, &ctx, &mut rand::rng()),
+        // A poisoned lock only loses selection memory; select with a fresh state.
+        Err(_) => strategy::pick(
+            strategy,
+            candidates,
+            &mut strategy::StrategyState::new(),
+            &ctx,
+            &mut rand::rng(),
+        ),
+    }?;
+    rt.connections.get(idx).cloned()
+}
+
+/// The routing strategy of a provider's `connection_strategy`.
+fn connection_strategy(s: ConnectionStrategy) -> Strategy {
+    match s {
+        ConnectionStrategy::FillFirst => Strategy::FillFirst,
+        ConnectionStrategy::RoundRobin => Strategy::RoundRobin,
+        ConnectionStrategy::P2c => Strategy::P2c,
+        ConnectionStrategy::Random => Strategy::Random,
+        ConnectionStrategy::LeastUsed => Strategy::LeastUsed,
+        ConnectionStrategy::StrictRandom => Strategy::StrictRandom,
+    }
+}

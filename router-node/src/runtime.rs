@@ -1,0 +1,272 @@
+//! The node's runtime: everything built once from the config and shared by every request.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use switchyard_shared::admission::{QueueSettings, RateLimit, RateState};
+use switchyard_shared::classify::ErrorRule;
+use switchyard_shared::config::{Config, ConfigErrors, ModelIndex, ProviderConfig};
+use switchyard_shared::restatement::RestatementRule;
+use switchyard_shared::settings::{self, EnvLayer, Persisted, ResilienceSettings};
+use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
+use switchyard_shared::strategy::StrategyState;
+
+use crate::actors::ActorStats;
+use crate::clock::Clock;
+use crate::http::auth::{ClientKey, KeyStore};
+use crate::routing::affinity::Affinity;
+use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
+use crate::upstream::client::build_client;
+
+/// Readiness and draining flags for the probes.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    pub ready: AtomicBool,
+    pub draining: AtomicBool,
+}
+
+/// Node-wide counters (metrics come from these and from the handles).
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    pub inflight: AtomicI64,
+    pub requests_total: AtomicU64,
+}
+
+/// Everything a request needs, built once.
+pub struct Runtime {
+    pub config: Config,
+    pub index: ModelIndex,
+    pub clock: Clock,
+    pub settings: ArcSwap<ResilienceSettings>,
+    pub settings_warnings: Vec<String>,
+    pub providers: Vec<Arc<ProviderHandle>>,
+    pub provider_by_id: HashMap<String, usize>,
+    pub connections: Vec<Arc<ConnHandle>>,
+    pub conn_by_id: HashMap<String, usize>,
+    pub keys: KeyStore,
+    pub key_rates: Mutex<HashMap<String, RateState>>,
+    pub combo_state: HashMap<String, Mutex<StrategyState>>,
+    pub restatement: Vec<Vec<RestatementRule>>,
+    pub error_rules: Vec<Vec<ErrorRule>>,
+    pub affinity: Affinity,
+    pub node_id: String,
+    pub lifecycle: Lifecycle,
+    pub stats: NodeStats,
+    pub actor_stats: Arc<ActorStats>,
+    pub management_key_sha256: Option<[u8; 32]>,
+    /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
+    pub test_hooks: bool,
+}
+
+impl Runtime {
+    /// Builds the runtime from a validated config and an environment lookup (for secrets and
+    /// environment-layer settings). Every error is listed.
+    pub fn build(
+        config: Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigErrors> {
+        let secrets = config.resolve_secrets(env)?;
+        let built = settings::build(&config, &EnvLayer::from_lookup(env), &Persisted::default());
+        let settings_warnings = built.warnings.iter().map(|w| w.to_string()).collect();
+        let values = built.values();
+        let clock = Clock::new();
+        let index = ModelIndex::build(&config);
+
+        let mut errors = Vec::new();
+        let mut providers = Vec::with_capacity(config.providers.len());
+        let mut connections = Vec::with_capacity(config.connections.len());
+        let mut provider_by_id = HashMap::new();
+        let mut conn_by_id = HashMap::new();
+        let mut restatement = Vec::new();
+        let mut error_rules = Vec::new();
+        for (pidx, provider) in config.providers.iter().enumerate() {
+            let mut conn_indices = Vec::new();
+            for conn in config.connections_of(&provider.id) {
+                let cidx = connections.len();
+                let client = match build_client(&provider.timeouts) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        errors.push(switchyard_shared::config::ConfigError {
+                            path: format!("connections.{}", conn.id),
+                            message: format!("cannot build the upstream client: {e}"),
+                        });
+                        continue;
+                    }
+                };
+                let queue = RequestQueue::new(queue_settings(&values, conn));
+                let key = secrets
+                    .upstream_keys
+                    .get(&conn.id)
+                    .map(|s| s.expose().to_owned());
+                connections.push(Arc::new(ConnHandle::new(
+                    cidx,
+                    pidx,
+                    conn.clone(),
+                    client,
+                    key,
+                    queue,
+                )));
+                conn_by_id.insert(conn.id.clone(), cidx);
+                conn_indices.push(cidx);
+            }
+            provider_by_id.insert(provider.id.clone(), pidx);
+            providers.push(Arc::new(ProviderHandle::new(
+                pidx,
+                provider.clone(),
+                conn_indices,
+            )));
+            restatement.push(restatement_rules(provider));
+            error_rules.push(operator_rules(provider));
+        }
+        if !errors.is_empty() {
+            return Err(ConfigErrors { errors });
+        }
+        let keys = KeyStore::new(
+            secrets
+                .client_keys
+                .iter()
+                .filter_map(|k| {
+                    let cfg = config.api_key(&k.id)?;
+                    Some(ClientKey {
+                        id: k.id.clone(),
+                        sha256: k.sha256,
+                        allowed_models: cfg.allowed_models.clone(),
+                        allowed_connections: cfg.allowed_connections.clone(),
+                        scopes: cfg.scopes.clone(),
+                        requests_per_minute: cfg.requests_per_minute,
+                    })
+                })
+                .collect(),
+            config.auth.require_api_key,
+        );
+        let key_rates = config
+            .api_keys
+            .iter()
+            .filter(|k| k.requests_per_minute > 0)
+            .map(|k| {
+                let limit = RateLimit {
+                    requests_per_minute: k.requests_per_minute,
+                    min_time_between_requests_ms: 0,
+                };
+                (k.id.clone(), RateState::new(limit))
+            })
+            .collect();
+        let combo_state = config
+            .combos
+            .iter()
+            .map(|c| (c.name.clone(), Mutex::new(StrategyState::new())))
+            .collect();
+        let node_id = if config.server.node_id.is_empty() {
+            env("HOSTNAME").unwrap_or_else(|| "switchyard-node".to_owned())
+        } else {
+            config.server.node_id.clone()
+        };
+        let affinity = Affinity::new(values.session_affinity.ttl_ms);
+        Ok(Self {
+            index,
+            clock,
+            settings: ArcSwap::from_pointee(values),
+            settings_warnings,
+            providers,
+            provider_by_id,
+            connections,
+            conn_by_id,
+            keys,
+            key_rates: Mutex::new(key_rates),
+            combo_state,
+            restatement,
+            error_rules,
+            affinity,
+            node_id,
+            lifecycle: Lifecycle::default(),
+            stats: NodeStats::default(),
+            actor_stats: Arc::new(ActorStats::default()),
+            management_key_sha256: secrets.management_key_sha256,
+            test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
+            config,
+        })
+    }
+
+    pub fn provider(&self, id: &str) -> Option<&Arc<ProviderHandle>> {
+        self.provider_by_id
+            .get(id)
+            .and_then(|i| self.providers.get(*i))
+    }
+
+    pub fn connection(&self, id: &str) -> Option<&Arc<ConnHandle>> {
+        self.conn_by_id
+            .get(id)
+            .and_then(|i| self.connections.get(*i))
+    }
+
+    /// The stream watchdog configuration of a provider under the current settings.
+    pub fn watch_config(&self, provider: &ProviderConfig) -> WatchConfig {
+        let settings = self.settings.load();
+        let tw = &settings.stream.throughput_watchdog;
+        WatchConfig {
+            first_content_ms: provider.timeouts.first_content_ms,
+            idle_ms: provider.timeouts.idle_ms,
+            stall_ms: provider.timeouts.idle_ms,
+            throughput: ThroughputSettings {
+                enabled: tw.enabled,
+                warmup_ms: tw.warmup_ms,
+                window_ms: tw.window_ms,
+                min_useful_bytes_per_second: tw.min_useful_bytes_per_second,
+                min_useful_bytes: tw.min_useful_bytes,
+            }
+            .clamped(),
+        }
+    }
+}
+
+/// The effective queue numbers of a connection.
+fn queue_settings(
+    values: &ResilienceSettings,
+    conn: &switchyard_shared::config::ConnectionConfig,
+) -> QueueSettings {
+    let q = settings::effective_queue(values, conn);
+    QueueSettings {
+        requests_per_minute: q.requests_per_minute,
+        min_time_between_requests_ms: q.min_time_between_requests_ms,
+        concurrent_requests: q.concurrent_requests,
+        max_wait_ms: q.max_wait_ms,
+        execution_max_wait_ms: q.execution_max_wait_ms,
+        max_queue_depth: q.max_queue_depth,
+    }
+}
+
+fn restatement_rules(provider: &ProviderConfig) -> Vec<RestatementRule> {
+    provider
+        .status_restatement
+        .iter()
+        .map(|r| {
+            RestatementRule::new(
+                r.id.clone(),
+                r.from_statuses.clone(),
+                r.to_status,
+                r.text_markers.clone(),
+                r.exclude_markers.clone(),
+                Some(r.default_retry_after_ms),
+            )
+        })
+        .collect()
+}
+
+fn operator_rules(provider: &ProviderConfig) -> Vec<ErrorRule> {
+    provider
+        .error_rules
+        .iter()
+        .map(|r| {
+            ErrorRule::new(
+                r.status,
+                &r.pattern,
+                r.scope,
+                r.reason
+                    .unwrap_or(switchyard_shared::outcome::FailureReason::Unknown),
+                r.cooldown_ms,
+            )
+        })
+        .collect()
+}
