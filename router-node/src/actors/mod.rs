@@ -56,3 +56,7 @@ impl actix::Handler<AdmitProbe> for ProviderBreakerActor {
         actix::MessageResult(switchyard_shared::breaker::Admission::Allowed)
     }
 }
+impl actix::Handler<InjectPanic> for ConnectionActor {
+    type Result = ();
+    fn handle(&mut self, _m: InjectPanic, _c: &mut Self::Context) {}
+}

@@ -28,3 +28,24 @@ pub async fn readyz(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
             .body("starting")
     }
 }
+
+/// Test hook (only registered with `SWITCHYARD_TEST_HOOKS=1`): makes a connection's actor panic
+/// inside a handler, so black-box tests can prove supervision restarts it with state intact.
+pub async fn inject_panic(rt: web::Data<Arc<Runtime>>, path: web::Path<String>) -> HttpResponse {
+    let Some(conn) = rt.connection(&path) else {
+        return HttpResponse::NotFound().json(serde_json::json!({"error": {"message": "unknown connection", "type": "invalid_request_error", "code": "connection_not_found"}}));
+    };
+    match conn.actor.load_full() {
+        Some(addr) => {
+            addr.do_send(crate::actors::InjectPanic);
+            HttpResponse::Accepted().json(serde_json::json!({"ok": true}))
+        }
+        None => HttpResponse::ServiceUnavailable().json(serde_json::json!({"error": {"message": "no actor", "type": "server_error", "code": "actor_unavailable"}})),
+    }
+}
+
+/// Test hook: actor restarts so far.
+pub async fn actor_restarts(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
+    HttpResponse::Ok()
+        .json(serde_json::json!({"restarts": rt.actor_stats.restarts.load(Ordering::Relaxed)}))
+}

@@ -47,11 +47,24 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
     .bind(client_addr)?
     .run();
 
+    let test_hooks = rt.test_hooks;
     let admin = HttpServer::new(move || {
-        App::new()
+        let app = App::new()
             .app_data(data.clone())
             .route("/healthz", web::get().to(admin_routes::healthz))
-            .route("/readyz", web::get().to(admin_routes::readyz))
+            .route("/readyz", web::get().to(admin_routes::readyz));
+        if test_hooks {
+            app.route(
+                "/test-hooks/connections/{id}/panic",
+                web::post().to(admin_routes::inject_panic),
+            )
+            .route(
+                "/test-hooks/actor-restarts",
+                web::get().to(admin_routes::actor_restarts),
+            )
+        } else {
+            app
+        }
     })
     .workers(1)
     .shutdown_timeout(grace)
