@@ -9,8 +9,10 @@
 //! effects and publish snapshots that the hot path reads.
 
 pub mod messages;
+mod params;
 
 pub use messages::*;
+pub use params::{ConnActorParams, breaker_profile, cooldown_params, lockout_settings};
 
 use actix::{Actor, Context};
 
