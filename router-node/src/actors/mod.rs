@@ -18,6 +18,9 @@ mod connection;
 pub mod messages;
 mod params;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
