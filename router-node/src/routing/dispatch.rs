@@ -288,7 +288,7 @@ async fn try_target(
         );
         if elig.candidates.is_empty() {
             if let Some(g) = probe {
-                crate::actors::release_probe(&provider, g, now);
+                crate::actors::release_probe(&provider, &rt.actor_stats, g, now);
             }
             let skip = if let Some(g) = gate_rejection.take() {
                 g

@@ -164,7 +164,7 @@ pub fn on_failure(
     } else {
         classification.breaker
     };
-    report_breaker(provider, outcome, probe, now);
+    report_breaker(rt, provider, outcome, probe, now);
 
     let retry_after_ms = client_retry_after
         .or(hint)
@@ -204,12 +204,13 @@ pub fn on_success(
             },
         );
     }
-    report_breaker(provider, BreakerOutcome::Success, probe, now);
+    report_breaker(rt, provider, BreakerOutcome::Success, probe, now);
 }
 
 /// Sends the breaker outcome when it can matter: any failure, a probe's result, or a success
 /// while the breaker has failures to forget.
 pub fn report_breaker(
+    rt: &Runtime,
     provider: &ProviderHandle,
     outcome: BreakerOutcome,
     probe: Option<ProbeGeneration>,
@@ -225,6 +226,7 @@ pub fn report_breaker(
     if needed {
         actors::observe_breaker(
             provider,
+            &rt.actor_stats,
             BreakerObserve {
                 generation: probe,
                 outcome,
@@ -233,6 +235,6 @@ pub fn report_breaker(
         );
     } else if let Some(generation) = probe {
         // An ignored outcome says nothing about the provider: hand the probe lease back.
-        actors::release_probe(provider, generation, now);
+        actors::release_probe(provider, &rt.actor_stats, generation, now);
     }
 }
