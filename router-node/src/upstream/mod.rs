@@ -1,3 +1,45 @@
-//! Talking to upstream providers.
+//! Talking to upstream providers: one attempt against one connection.
+//!
+//! [`attempt`] sends the client's (model-rewritten) request to a provider and reports one of
+//! three outcomes. The split is the **commit point** (RESILIENCE.md §6): until the client has
+//! been sent a byte, any failure is an [`AttemptFailure`] the routing pipeline may fail over
+//! invisibly; once a stream is committed, failures are delivered in-band and never replayed.
+//!
+//! - [`AttemptResult::Json`]: a non-stream `2xx` whose body is not an error object.
+//! - [`AttemptResult::Stream`]: a `2xx` SSE stream whose readiness gate opened (the first
+//!   content, reasoning or tool frame). Everything the upstream sent before that is held back
+//!   and handed over as the stream's prefix, byte for byte.
+//! - [`AttemptResult::Failed`]: everything before the commit point — a transport error, a
+//!   headers timeout, a non-`2xx` status, a `200` whose body or first event is an error, a
+//!   readiness timeout, an early EOF or the attempt deadline.
+//!
+//! A committed stream becomes an actix-web body with [`CommittedStream::into_body`]. It
+//! forwards upstream chunks unchanged while tapping them with the shared SSE parser and
+//! watchdogs, bridges upstream silence with keep-alive frames (actix only notices a vanished
+//! client when it writes), and reports a single [`StreamEnd`] however the stream ends —
+//! including when the client disconnects and the body is dropped, which also drops the
+//! upstream response and so cancels the upstream request.
 
+mod attempt;
+mod body;
 pub mod client;
+mod headers;
+mod request;
+mod stream;
+
+pub use attempt::{AttemptFailure, AttemptResult, JsonSuccess, attempt};
+pub use request::{AttemptRequest, endpoint_url, watch_config};
+pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, StreamEnd};
+
+use switchyard_shared::sse::Format;
+
+use crate::http::errors::ClientFormat;
+
+/// The SSE wire format of a client format (the tap parses and frames in it).
+pub fn sse_format(format: ClientFormat) -> Format {
+    match format {
+        ClientFormat::OpenAiChat => Format::OpenAiChat,
+        ClientFormat::OpenAiResponses => Format::OpenAiResponses,
+        ClientFormat::Anthropic => Format::Anthropic,
+    }
+}
