@@ -27,6 +27,9 @@ mod headers;
 mod request;
 mod stream;
 
+#[cfg(test)]
+mod tests;
+
 pub use attempt::{AttemptFailure, AttemptResult, JsonSuccess, attempt};
 pub use request::{AttemptRequest, endpoint_url, watch_config};
 pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, StreamEnd};
