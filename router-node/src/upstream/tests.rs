@@ -678,7 +678,7 @@ async fn only_pings_time_out_readiness_before_commit() {
         Some(StreamAbort::ReadinessTimeout { after_ms: 80 })
     );
     assert_eq!(f.status, None);
-    assert!(t.elapsed() < Duration::from_millis(400));
+    assert!(t.elapsed() < Duration::from_secs(2));
 }
 
 #[tokio::test]
@@ -736,7 +736,7 @@ async fn a_stall_after_commit_ends_with_one_in_band_error() {
     let (on_finish, ends) = recorder();
     let t = Instant::now();
     let body = text(&concat(&chunks(s.into_body(on_finish)).await));
-    assert!(t.elapsed() < Duration::from_millis(600));
+    assert!(t.elapsed() < Duration::from_secs(2));
     assert!(body.starts_with(&[ANT_START, ANT_DELTA].concat()));
     assert_eq!(body.matches("event: error").count(), 1, "{body}");
     assert!(body.ends_with("\n\n"));
@@ -752,7 +752,7 @@ async fn a_stall_after_commit_ends_with_one_in_band_error() {
 async fn silence_after_commit_is_an_idle_timeout() {
     let m = mock(vec![write(SSE_HEAD), write(CHAT_HELLO), Step::Sleep(5_000)]).await;
     let mut req = request(&m.base, ClientFormat::OpenAiChat, true);
-    req.watch = watch(2_000, 60, 2_000);
+    req.watch = watch(2_000, 150, 2_000);
     let s = committed(attempt(req).await).with_heartbeat_interval_ms(0);
     let (on_finish, ends) = recorder();
     let body = text(&concat(&chunks(s.into_body(on_finish)).await));
@@ -762,7 +762,7 @@ async fn silence_after_commit_is_an_idle_timeout() {
     assert_eq!(ends.len(), 1);
     assert_eq!(
         ends[0].abort,
-        Some(StreamAbort::IdleTimeout { after_ms: 60 })
+        Some(StreamAbort::IdleTimeout { after_ms: 150 })
     );
 }
 
@@ -822,7 +822,7 @@ async fn keep_alives_fill_upstream_silence_only_between_events() {
     assert_eq!(text(&upstream), [CHAT_HELLO, CHAT_STOP, CHAT_DONE].concat());
     let first_part = parts
         .iter()
-        .position(|c| c.as_ref() == first.as_bytes())
+        .position(|c| c.ends_with(first.as_bytes()))
         .unwrap();
     assert!(
         parts[first_part..].iter().all(|c| c.as_ref() != keep_alive),
@@ -837,7 +837,7 @@ async fn keep_alives_fill_upstream_silence_only_between_events() {
 async fn the_attempt_deadline_applies_after_commit() {
     let m = mock(vec![write(SSE_HEAD), write(CHAT_HELLO), Step::Sleep(5_000)]).await;
     let mut req = request(&m.base, ClientFormat::OpenAiChat, true);
-    req.deadline_ms = Some(req.clock.now() + 150);
+    req.deadline_ms = Some(req.clock.now() + 400);
     let s = committed(attempt(req).await).with_heartbeat_interval_ms(0);
     let (on_finish, ends) = recorder();
     let body = text(&concat(&chunks(s.into_body(on_finish)).await));
