@@ -30,9 +30,12 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use attempt::{AttemptFailure, AttemptResult, JsonSuccess, attempt};
+pub use attempt::{
+    AttemptFailure, AttemptResult, ERROR_BODY_READ_MS, IN_BAND_ERROR_STATUS, JsonSuccess,
+    MAX_PREFIX_BYTES, attempt,
+};
 pub use request::{AttemptRequest, endpoint_url, watch_config};
-pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, StreamEnd};
+pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, OnFinish, StreamEnd};
 
 use switchyard_shared::sse::Format;
 
