@@ -44,6 +44,38 @@ pub fn on_failure(
     probe: Option<ProbeGeneration>,
     is_combo: bool,
 ) -> Judged {
+    judge(
+        rt, provider, conn, model, target, failure, probe, is_combo, true,
+    )
+}
+
+/// A committed stream failed later: the breaker already counted the attempt (a success at the
+/// commit point), so only the connection learns about it.
+pub fn after_commit_failure(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    model: &Arc<str>,
+    target: &str,
+    failure: &AttemptFailure,
+) {
+    judge(
+        rt, provider, conn, model, target, failure, None, false, false,
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    model: &Arc<str>,
+    target: &str,
+    failure: &AttemptFailure,
+    probe: Option<ProbeGeneration>,
+    is_combo: bool,
+    count_for_breaker: bool,
+) -> Judged {
     let now = rt.clock.now();
     let epoch = rt.clock.epoch_ms();
     let headers: Vec<(&str, &str)> = failure
@@ -159,12 +191,14 @@ pub fn on_failure(
     );
 
     // Provider breaker: exactly one outcome per attempt.
-    let outcome = if classification.skip_provider_breaker {
-        BreakerOutcome::Ignore
-    } else {
-        classification.breaker
-    };
-    report_breaker(rt, provider, outcome, probe, now);
+    if count_for_breaker {
+        let outcome = if classification.skip_provider_breaker {
+            BreakerOutcome::Ignore
+        } else {
+            classification.breaker
+        };
+        report_breaker(rt, provider, outcome, probe, now);
+    }
 
     let retry_after_ms = client_retry_after
         .or(hint)
