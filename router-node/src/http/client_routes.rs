@@ -315,7 +315,7 @@ fn committed_body(
             request_id = %log.0,
             api_key = key_id.as_deref().unwrap_or("-"),
             model = %client_model,
-            target = %target,
+            route_target = %target,
             connection = %conn.id,
             attempts,
             status = 200,
