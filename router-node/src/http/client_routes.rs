@@ -376,7 +376,7 @@ fn access_log_ok(
         request_id,
         api_key = req.key_id.as_deref().unwrap_or("-"),
         model = %req.body.model,
-        target = %routed.target,
+        route_target = %routed.target,
         connection = %routed.conn.id,
         attempts = routed.attempts,
         status = 200,
