@@ -244,12 +244,12 @@ fn resilience_defaults_and_file_values() {
     );
     assert_eq!(built.effective.provider_error_rules.source, Source::Default);
 
-    let apikey = values.breaker_params(ProviderCategory::Apikey);
+    let apikey = values.breaker_profile(ProviderCategory::Apikey);
     assert_eq!(
         (apikey.failure_threshold, apikey.degradation_threshold),
         (12, 7)
     );
-    let local = values.breaker_params(ProviderCategory::Local);
+    let local = values.breaker_profile(ProviderCategory::Local);
     assert_eq!(
         (local.failure_threshold, local.degradation_threshold),
         (2, 1)

@@ -6,6 +6,7 @@
 //! reject only values that are clearly typos.
 
 use super::layer::{ANY, ProviderErrorRules, section};
+use crate::admission::queue;
 
 /// One day in milliseconds: the ceiling of most durations.
 pub const DAY_MS: u64 = 86_400_000;
@@ -135,16 +136,16 @@ section! {
     RequestQueue / RequestQueuePatch / RequestQueueEffective {
         /// Throttle every active apikey connection through the queue.
         auto_enable_apikey_providers: bool => ANY,
-        requests_per_minute: u32 => 1..=1_000_000,
-        min_time_between_requests_ms: u64 => 0..=HOUR_MS,
+        requests_per_minute: u32 => queue::REQUESTS_PER_MINUTE_RANGE,
+        min_time_between_requests_ms: u64 => queue::MIN_TIME_BETWEEN_REQUESTS_RANGE_MS,
         /// Bounds the requests executing at once (queue depth counts only the waiting ones).
-        concurrent_requests: u32 => 1..=10_000,
+        concurrent_requests: u32 => queue::CONCURRENT_REQUESTS_RANGE,
         /// Queue wait budget; its timer stops when execution starts.
-        max_wait_ms: u64 => 1..=DAY_MS,
+        max_wait_ms: u64 => queue::WAIT_RANGE_MS,
         /// Execution budget after dispatch.
-        execution_max_wait_ms: u64 => 1..=DAY_MS,
+        execution_max_wait_ms: u64 => queue::WAIT_RANGE_MS,
         /// 0 = unbounded.
-        max_queue_depth: u32 => 0..=100_000,
+        max_queue_depth: u32 => queue::QUEUE_DEPTH_RANGE,
     }
 }
 
