@@ -17,6 +17,10 @@
 //! | `combo_cooldown_wait` | [`ComboWaitSettings`] | [`ResilienceSettings::combo_wait`] |
 //! | `wait_for_cooldown` | [`WaitForCooldownSettings`] | [`ResilienceSettings::wait_for_cooldown`] |
 //!
+//! Where a section has exactly the fields of its policy type, the two convert with `From` both
+//! ways; the built-in defaults go the other way, from the policy types' own defaults, so each
+//! default number is written once, in the policy module that uses it.
+//!
 //! The contract defines no `local` profile for either cooldown, so the `local` category uses
 //! the `apikey` numbers there. Sections without a policy type ([`Stream`],
 //! [`ThroughputWatchdog`], [`SessionAffinity`], [`SessionLeases`]) are read as they are.
@@ -39,6 +43,59 @@ use crate::cooldown::CooldownParams;
 use crate::lockout::LockoutSettings;
 use crate::outcome::ProviderCategory;
 use crate::provider_cooldown::{self, WindowParams};
+
+/// `From` in both directions between a settings section and the policy type with exactly the
+/// same fields: [`ResilienceSettings`] reads the policy types through it, and the built-in
+/// defaults are the policy types' defaults through it. Destructuring both sides makes a field
+/// added to either one a compile error here rather than a silently dropped setting.
+macro_rules! same_fields {
+    ($section:ident <=> $policy:ident { $($field:ident),* $(,)? }) => {
+        impl From<$section> for $policy {
+            fn from(section: $section) -> Self {
+                let $section { $($field),* } = section;
+                Self { $($field),* }
+            }
+        }
+
+        impl From<$policy> for $section {
+            fn from(policy: $policy) -> Self {
+                let $policy { $($field),* } = policy;
+                Self { $($field),* }
+            }
+        }
+    };
+}
+
+same_fields!(ModelLockout <=> LockoutSettings {
+    enabled,
+    error_codes,
+    base_cooldown_ms,
+    max_cooldown_ms,
+    max_backoff_steps,
+    use_exponential_backoff,
+});
+same_fields!(Concurrency <=> ConcurrencySettings {
+    semaphore_queue_timeout_ms,
+    semaphore_max_queue,
+    quota_share_fail_open,
+});
+same_fields!(ComboCooldownWait <=> ComboWaitSettings {
+    enabled,
+    max_wait_ms,
+    max_attempts,
+    budget_ms,
+});
+same_fields!(WaitForCooldown <=> WaitForCooldownSettings {
+    enabled,
+    max_retries,
+    max_retry_wait_ms,
+    budget_ms,
+});
+same_fields!(ProviderCooldownProfile <=> WindowParams {
+    failure_threshold,
+    failure_window_ms,
+    cooldown_ms,
+});
 
 impl ResilienceSettings {
     /// The breaker profile of a provider category, with the degradation band resolved as the
@@ -84,16 +141,11 @@ impl ResilienceSettings {
             min_retry_cooldown_ms,
             max_retry_cooldown_ms,
         } = &self.provider_cooldown;
-        let window = |profile: &ProviderCooldownProfile| WindowParams {
-            failure_threshold: profile.failure_threshold,
-            failure_window_ms: profile.failure_window_ms,
-            cooldown_ms: profile.cooldown_ms,
-        };
         provider_cooldown::ProviderCooldownParams {
             enabled: *enabled,
-            oauth: window(oauth),
-            apikey: window(apikey),
-            local: window(apikey),
+            oauth: oauth.clone().into(),
+            apikey: apikey.clone().into(),
+            local: apikey.clone().into(),
             min_retry_cooldown_ms: *min_retry_cooldown_ms,
             max_retry_cooldown_ms: *max_retry_cooldown_ms,
         }
@@ -125,22 +177,7 @@ impl ResilienceSettings {
 
     /// The model lockout settings.
     pub fn lockout(&self) -> LockoutSettings {
-        let ModelLockout {
-            enabled,
-            error_codes,
-            base_cooldown_ms,
-            max_cooldown_ms,
-            max_backoff_steps,
-            use_exponential_backoff,
-        } = &self.model_lockout;
-        LockoutSettings {
-            enabled: *enabled,
-            error_codes: error_codes.clone(),
-            base_cooldown_ms: *base_cooldown_ms,
-            max_cooldown_ms: *max_cooldown_ms,
-            max_backoff_steps: *max_backoff_steps,
-            use_exponential_backoff: *use_exponential_backoff,
-        }
+        self.model_lockout.clone().into()
     }
 
     /// The global queue numbers, before per-connection overrides (see [`effective_queue`]).
@@ -166,48 +203,17 @@ impl ResilienceSettings {
 
     /// The concurrency-gate queueing settings.
     pub fn concurrency(&self) -> ConcurrencySettings {
-        let Concurrency {
-            semaphore_queue_timeout_ms,
-            semaphore_max_queue,
-            quota_share_fail_open,
-        } = self.concurrency;
-        ConcurrencySettings {
-            semaphore_queue_timeout_ms,
-            semaphore_max_queue,
-            quota_share_fail_open,
-        }
+        self.concurrency.clone().into()
     }
 
     /// The combo cooldown-wait settings.
     pub fn combo_wait(&self) -> ComboWaitSettings {
-        let ComboCooldownWait {
-            enabled,
-            max_wait_ms,
-            max_attempts,
-            budget_ms,
-        } = self.combo_cooldown_wait;
-        ComboWaitSettings {
-            enabled,
-            max_wait_ms,
-            max_attempts,
-            budget_ms,
-        }
+        self.combo_cooldown_wait.clone().into()
     }
 
     /// The direct-request wait-for-cooldown settings.
     pub fn wait_for_cooldown(&self) -> WaitForCooldownSettings {
-        let WaitForCooldown {
-            enabled,
-            max_retries,
-            max_retry_wait_ms,
-            budget_ms,
-        } = self.wait_for_cooldown;
-        WaitForCooldownSettings {
-            enabled,
-            max_retries,
-            max_retry_wait_ms,
-            budget_ms,
-        }
+        self.wait_for_cooldown.clone().into()
     }
 }
 
