@@ -35,7 +35,7 @@ pub use breaker::{
 };
 pub use connection::{ConnectionActor, MAILBOX_CAPACITY, PRUNE_INTERVAL};
 pub use messages::*;
-pub use params::{ConnActorParams, breaker_profile, cooldown_params, lockout_settings};
+pub use params::ConnActorParams;
 
 use crate::state::{ConnHandle, ProviderHandle};
 
@@ -76,7 +76,7 @@ pub fn start_actors(
             continue;
         }
         let category = provider.config.category;
-        let profile = breaker_profile(&settings.breaker_params(category));
+        let profile = settings.breaker_profile(category);
         let mut breaker = ProviderBreakerActor::new(provider.clone(), profile, stats.clone());
         for conn in connections
             .iter()

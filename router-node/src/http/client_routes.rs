@@ -331,7 +331,11 @@ fn committed_body(
         );
     });
     let heartbeat = rt_heartbeat;
-    Box::pin(stream.with_heartbeat_interval_ms(heartbeat).into_body(on_finish))
+    Box::pin(
+        stream
+            .with_heartbeat_interval_ms(heartbeat)
+            .into_body(on_finish),
+    )
 }
 
 fn transport_of(code: &str) -> TransportFailure {

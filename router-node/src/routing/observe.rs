@@ -104,7 +104,7 @@ fn judge(
     let hint = hints::upstream_hint(&headers, &failure.body, epoch);
     let settings = rt.settings.load();
     let use_hints = settings
-        .connection_cooldown_params(provider.config.category)
+        .cooldown_params(provider.config.category, conn.config.disable_cooling)
         .use_upstream_retry_hints;
     let operator = rt
         .error_rules
@@ -160,7 +160,7 @@ fn judge(
                 reason,
                 hint: lock_hint,
                 reset_after_ms: settings
-                    .breaker_params(provider.config.category)
+                    .breaker_profile(provider.config.category)
                     .reset_timeout_ms,
             },
         ))
