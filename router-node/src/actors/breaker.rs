@@ -28,8 +28,8 @@ use switchyard_shared::breaker::{Breaker, BreakerEffect, BreakerProfile};
 use super::ActorStats;
 use super::connection::ConnectionActor;
 use super::messages::{
-    AdmitProbe, BreakerObserve, ChildStopped, GetBreakerStatus, GetTransitionCount, ReleaseProbe,
-    ResetBreaker,
+    AdmitProbe, ApplySettings, BreakerObserve, ChildStopped, GetBreakerStatus, GetTransitionCount,
+    ReleaseProbe, ResetBreaker, SetConnParams,
 };
 use super::params::ConnActorParams;
 use crate::state::{BreakerSnapshot, ConnHandle, ProviderHandle};
@@ -220,6 +220,33 @@ impl Handler<GetBreakerStatus> for ProviderBreakerActor {
         self.apply(effects);
         self.publish(msg.at);
         MessageResult(status)
+    }
+}
+
+impl Handler<ApplySettings> for ProviderBreakerActor {
+    type Result = usize;
+
+    fn handle(&mut self, msg: ApplySettings, _: &mut Self::Context) -> usize {
+        let category = self.provider.config.category;
+        self.breaker
+            .set_profile(msg.settings.breaker_profile(category));
+        // A new reset timeout applies at once, so the published OPEN deadline may move.
+        self.publish(msg.at);
+        let mut told = 0;
+        for child in &mut self.children {
+            child.params = ConnActorParams::new(&msg.settings, category, &child.handle.config);
+            if let Some(addr) = &child.addr {
+                // Settings changes are rare operator actions: queue even past the capacity.
+                addr.do_send(SetConnParams(child.params.clone()));
+                told += 1;
+            }
+        }
+        tracing::info!(
+            provider = &*self.provider.id,
+            connections = told,
+            "resilience settings applied"
+        );
+        told
     }
 }
 

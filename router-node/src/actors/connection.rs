@@ -25,7 +25,7 @@ use switchyard_shared::lockout::{LockoutScope, LockoutTable, ModelRef};
 
 use super::messages::{
     ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic, ObserveFailure,
-    ObserveSuccess, PruneLockouts, Reinstate, SetRateLimitProtection,
+    ObserveSuccess, PruneLockouts, Reinstate, SetConnParams, SetRateLimitProtection,
 };
 use super::params::ConnActorParams;
 use crate::state::{ConnHandle, ConnSnapshot};
@@ -339,6 +339,14 @@ impl Handler<SetRateLimitProtection> for ConnectionActor {
             self.rate_limit_protection = msg.0;
             self.publish();
         }
+    }
+}
+
+impl Handler<SetConnParams> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetConnParams, _: &mut Self::Context) {
+        self.params = msg.0;
     }
 }
 

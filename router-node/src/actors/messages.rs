@@ -9,6 +9,7 @@ use switchyard_shared::breaker::{Admission, BreakerStatus, ProbeGeneration};
 use switchyard_shared::cooldown::FailureObservation;
 use switchyard_shared::lockout::{LockFailure, LockKey};
 use switchyard_shared::outcome::BreakerOutcome;
+use switchyard_shared::settings::ResilienceSettings;
 
 /// A failed attempt on a connection (connection actor).
 #[derive(Debug, Clone, Message)]
@@ -104,6 +105,23 @@ pub struct ClearLockouts {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct SetRateLimitProtection(pub Option<bool>);
+
+/// Runtime settings change (`PATCH /api/resilience`) for a breaker actor: it takes the new
+/// breaker profile of its provider's category, keeps the new connection parameters for future
+/// restarts and forwards them to its running connection actors. Returns how many connection
+/// actors were told.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "usize")]
+pub struct ApplySettings {
+    pub settings: Arc<ResilienceSettings>,
+    pub at: Millis,
+}
+
+/// New cooldown and lockout parameters for a connection actor (sent by its breaker actor on
+/// [`ApplySettings`]). State is kept; the new numbers apply from the next observation.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct SetConnParams(pub super::params::ConnActorParams);
 
 /// Test hook: make the connection actor panic inside a handler (only honoured when the node
 /// runs with test hooks enabled). Used to prove supervision restarts it with state intact.

@@ -556,3 +556,25 @@ async fn actors_on_a_dedicated_arbiter_work_and_stop_without_restarts() {
     assert_eq!(stats.restarts.load(Ordering::Relaxed), 1);
     assert!(!conn_addr(&conn).connected());
 }
+
+#[actix_rt::test]
+async fn applied_settings_change_the_breaker_threshold_at_once() {
+    let node = start(&ResilienceSettings::default());
+    let addr = breaker_addr(&node.provider);
+    let mut lower = ResilienceSettings::default();
+    lower.provider_breaker.apikey.failure_threshold = 2;
+    lower.provider_breaker.apikey.reset_timeout_ms = 1_000;
+    let told = addr
+        .send(ApplySettings {
+            settings: Arc::new(lower),
+            at: 1,
+        })
+        .await
+        .expect("reply");
+    assert_eq!(told, 1, "the one connection actor gets the new parameters");
+    observe_breaker(&node.provider, &node.stats, transient(10));
+    observe_breaker(&node.provider, &node.stats, transient(11));
+    let status = addr.send(GetBreakerStatus { at: 12 }).await.expect("reply");
+    assert_eq!(status.state, BreakerState::Open);
+    assert_eq!(status.effective_reset_timeout, 1_000);
+}
