@@ -13,6 +13,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod actors;
+pub mod admin;
 pub mod cli;
 pub mod clock;
 pub mod demo;

@@ -9,11 +9,12 @@ use switchyard_shared::admission::{RateLimit, RateState};
 use switchyard_shared::classify::ErrorRule;
 use switchyard_shared::config::{Config, ConfigErrors, ModelIndex, ProviderConfig};
 use switchyard_shared::restatement::RestatementRule;
-use switchyard_shared::settings::{self, EnvLayer, Persisted, ResilienceSettings};
+use switchyard_shared::settings::{self, EnvLayer, ResilienceSettings};
 use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ActorStats;
+use crate::admin::store::SettingsStore;
 use crate::clock::Clock;
 use crate::http::auth::{ClientKey, KeyStore};
 use crate::routing::affinity::Affinity;
@@ -56,6 +57,9 @@ pub struct Runtime {
     pub stats: NodeStats,
     pub actor_stats: Arc<ActorStats>,
     pub management_key_sha256: Option<[u8; 32]>,
+    /// The persisted settings layer (`PATCH /api/resilience`) and the environment layer, kept
+    /// to recompute the effective settings after a patch.
+    pub settings_store: SettingsStore,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
 }
@@ -68,8 +72,10 @@ impl Runtime {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigErrors> {
         let secrets = config.resolve_secrets(env)?;
-        let built = settings::build(&config, &EnvLayer::from_lookup(env), &Persisted::default());
-        let settings_warnings = built.warnings.iter().map(|w| w.to_string()).collect();
+        let (settings_store, mut settings_warnings) =
+            SettingsStore::load(env, EnvLayer::from_lookup(env));
+        let built = settings::build(&config, settings_store.env(), &settings_store.persisted());
+        settings_warnings.extend(built.warnings.iter().map(|w| w.to_string()));
         let values = built.values();
         let clock = Clock::new();
         let index = ModelIndex::build(&config);
@@ -184,6 +190,7 @@ impl Runtime {
             stats: NodeStats::default(),
             actor_stats: Arc::new(ActorStats::default()),
             management_key_sha256: secrets.management_key_sha256,
+            settings_store,
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
             config,
         })

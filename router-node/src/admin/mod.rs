@@ -1,0 +1,3 @@
+//! The management API on the admin listener (`/api/*`).
+
+pub mod store;
