@@ -1,0 +1,260 @@
+//! What every admin handler shares: the error type, strict body and query parsing, id checks
+//! and the conversion of the node's monotonic times into wall-clock milliseconds.
+//!
+//! Bad input is always answered in the gateway's error envelope with a status, `type` and
+//! `code` (and `details: [{field, message}]` when a field is to blame), never with actix's
+//! plain-text defaults, so tooling can branch on the code.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use switchyard_shared::Millis;
+
+use super::MAX_BODY_BYTES;
+use crate::http::body::read_limited;
+use crate::http::errors::{ClientFormat, GatewayError};
+use crate::runtime::Runtime;
+
+/// An admin error: a [`GatewayError`] rendered in the OpenAI-style envelope.
+#[derive(Debug)]
+pub struct ApiError(pub GatewayError);
+
+impl ApiError {
+    pub fn new(
+        status: StatusCode,
+        error_type: &'static str,
+        code: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self(GatewayError::new(status, error_type, code, message))
+    }
+
+    /// 400 `invalid_request_error`.
+    pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            code,
+            message,
+        )
+    }
+
+    /// 404 `invalid_request_error`.
+    pub fn not_found(code: &str, message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            code,
+            message,
+        )
+    }
+
+    /// 503 when an actor did not answer in time (or is not running).
+    pub fn actor_unavailable(what: &str) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "actor_unavailable",
+            format!("The actor of {what} did not answer in time; try again"),
+        )
+    }
+
+    /// Adds `details: [{field, message}]`.
+    pub fn with_details(mut self, details: Vec<(String, String)>) -> Self {
+        let list: Vec<Value> = details
+            .into_iter()
+            .map(|(field, message)| json!({"field": field, "message": message}))
+            .collect();
+        self.0 = self.0.with_field("details", list);
+        self
+    }
+
+    /// The HTTP response.
+    pub fn response(&self) -> HttpResponse {
+        self.0.to_response(ClientFormat::OpenAiChat)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.0.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        self.response()
+    }
+}
+
+impl From<GatewayError> for ApiError {
+    fn from(e: GatewayError) -> Self {
+        Self(e)
+    }
+}
+
+/// What an admin handler returns.
+pub type ApiResult = Result<HttpResponse, ApiError>;
+
+/// Reads a JSON body strictly: a non-JSON content type is 415, more than
+/// [`MAX_BODY_BYTES`] is 413, and a syntax error, wrong type or unknown field is 400 naming the
+/// field. An empty body is `Ok(None)`.
+pub async fn read_json<T: DeserializeOwned>(
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<Option<T>, ApiError> {
+    let raw = read_raw(req, payload).await?;
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let mut de = serde_json::Deserializer::from_slice(&raw);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        let message = e.into_inner().to_string();
+        ApiError::bad_request(
+            "invalid_request",
+            format!("Invalid request body: {message}"),
+        )
+        .with_details(vec![(field, message)])
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("Invalid request body: {e}")))?;
+    Ok(Some(value))
+}
+
+/// Like [`read_json`], but an empty body is a 400.
+pub async fn require_json<T: DeserializeOwned>(
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<T, ApiError> {
+    read_json(req, payload)
+        .await?
+        .ok_or_else(|| ApiError::bad_request("missing_body", "A JSON request body is required"))
+}
+
+/// The body as text with the content-type and size checks of [`read_json`].
+pub async fn read_raw(req: &HttpRequest, payload: web::Payload) -> Result<bytes::Bytes, ApiError> {
+    if let Some(ct) = req.headers().get(CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("");
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                "unsupported_media_type",
+                "The request body must be application/json",
+            ));
+        }
+    }
+    let length = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    Ok(read_limited(payload, length, MAX_BODY_BYTES).await?)
+}
+
+/// Parses the query string into `T` (which should deny unknown fields): 400 `invalid_query`.
+pub fn parse_query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError> {
+    web::Query::<T>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| ApiError::bad_request("invalid_query", format!("Invalid query: {e}")))
+}
+
+/// Checks an id taken from a path or body before it is looked up: ids are short, printable and
+/// never contain `/`, `%` or `..` (400 `invalid_id`).
+pub fn check_id(id: &str, what: &str) -> Result<(), ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && !id.contains("..")
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "invalid_id",
+            format!("Invalid {what} id"),
+        ))
+    }
+}
+
+/// The index of a configured provider, or 404 `provider_not_found`.
+pub fn provider_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
+    check_id(id, "provider")?;
+    rt.provider_by_id.get(id).copied().ok_or_else(|| {
+        ApiError::not_found("provider_not_found", format!("No provider with id {id:?}"))
+    })
+}
+
+/// The index of a configured connection, or 404 `connection_not_found`.
+pub fn connection_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
+    check_id(id, "connection")?;
+    rt.conn_by_id.get(id).copied().ok_or_else(|| {
+        ApiError::not_found(
+            "connection_not_found",
+            format!("No connection with id {id:?}"),
+        )
+    })
+}
+
+/// One reading of both clocks, to turn the node's monotonic policy times into Unix epoch
+/// milliseconds (what operators can compare with their own clocks).
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    pub mono: Millis,
+    pub epoch: u64,
+}
+
+impl Now {
+    pub fn read(rt: &Runtime) -> Self {
+        Self {
+            mono: rt.clock.now(),
+            epoch: rt.clock.epoch_ms(),
+        }
+    }
+
+    /// The epoch milliseconds of monotonic time `at` (past or future).
+    pub fn epoch_of(&self, at: Millis) -> u64 {
+        if at >= self.mono {
+            self.epoch.saturating_add(at - self.mono)
+        } else {
+            self.epoch.saturating_sub(self.mono - at)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_with_separators_are_refused() {
+        assert!(check_id("openai-1", "connection").is_ok());
+        assert!(check_id("a.b_c:d@e", "connection").is_ok());
+        for bad in ["", "a/b", "..", "a..b", "a%2Fb", "a b", &"x".repeat(129)] {
+            let e = check_id(bad, "connection").unwrap_err();
+            assert_eq!(e.0.status, StatusCode::BAD_REQUEST, "{bad}");
+            assert_eq!(e.0.code, "invalid_id");
+        }
+    }
+
+    #[test]
+    fn monotonic_times_map_to_epoch_both_ways() {
+        let now = Now {
+            mono: 10_000,
+            epoch: 1_700_000_000_000,
+        };
+        assert_eq!(now.epoch_of(10_000), 1_700_000_000_000);
+        assert_eq!(now.epoch_of(9_000), 1_699_999_999_000);
+        assert_eq!(now.epoch_of(12_500), 1_700_000_002_500);
+    }
+}

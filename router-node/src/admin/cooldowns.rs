@@ -1,0 +1,458 @@
+//! The connection-level operator surface: the cooldown manager, model cooldowns (lockouts),
+//! the per-connection status list and the reinstatement of terminal connections.
+//!
+//! Terminal states (`banned`, `expired`, `credits_exhausted`) are deliberately *not* cleared by
+//! the bulk cooldown clear: they mean a credential needs attention, and a "clear everything"
+//! button must not hide that. They are listed as `skippedTerminal`; bringing one back is the
+//! explicit, audited `POST /api/resilience/connections/{id}/reinstate`.
+//!
+//! Every change is a message to the connection's actor (its sole writer), sent concurrently for
+//! bulk requests and bounded by [`ACTOR_TIMEOUT`]; a connection whose actor does not answer is
+//! reported under `failed` rather than failing the whole request.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use actix::Message;
+use actix::dev::ToEnvelope;
+use actix::{Actor, Handler};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::ManagementKey;
+use super::common::{
+    ApiError, ApiResult, Now, check_id, connection_idx, parse_query, provider_idx, require_json,
+};
+use super::views::{self, ConnClass};
+use super::{ACTOR_TIMEOUT, MAX_LIST};
+use crate::actors::{ClearCooldown, ClearLockouts, ClearResult, ConnectionActor, Reinstate};
+use crate::runtime::Runtime;
+use crate::state::ConnHandle;
+
+/// Sends `msg` to the connection's actor and waits at most [`ACTOR_TIMEOUT`].
+pub(super) async fn ask<M>(conn: &ConnHandle, msg: M) -> Option<M::Result>
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+    ConnectionActor: Handler<M>,
+    <ConnectionActor as Actor>::Context: ToEnvelope<ConnectionActor, M>,
+{
+    let addr = conn.actor.load_full()?;
+    tokio::time::timeout(ACTOR_TIMEOUT, addr.send(msg))
+        .await
+        .ok()?
+        .ok()
+}
+
+/// `?provider=` filter.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderQuery {
+    provider: Option<String>,
+}
+
+/// The connections of `provider` (all when `None`); 404 for an unknown provider.
+fn connections_of<'a>(
+    rt: &'a Runtime,
+    provider: Option<&str>,
+) -> Result<Vec<&'a Arc<ConnHandle>>, ApiError> {
+    Ok(match provider {
+        Some(id) => {
+            let idx = provider_idx(rt, id)?;
+            rt.connections
+                .iter()
+                .filter(|c| c.provider_idx == idx)
+                .collect()
+        }
+        None => rt.connections.iter().collect(),
+    })
+}
+
+fn meta(total: usize, returned: usize) -> Value {
+    json!({"total": total, "returned": returned, "capped": returned < total})
+}
+
+// === model cooldowns ===
+
+/// `GET /api/resilience/model-cooldowns[?provider=]`: active lockouts, longest first.
+pub async fn list_model_cooldowns(
+    rt: web::Data<Arc<Runtime>>,
+    _key: ManagementKey,
+    req: HttpRequest,
+) -> ApiResult {
+    let query: ProviderQuery = parse_query(&req)?;
+    let conns = connections_of(&rt, query.provider.as_deref())?;
+    let now = Now::read(&rt);
+    let mut items: Vec<Value> = conns
+        .iter()
+        .flat_map(|c| views::lockouts(&c.load(), &now))
+        .collect();
+    items.sort_by_key(|v| std::cmp::Reverse(v["remainingMs"].as_u64().unwrap_or(0)));
+    let total = items.len();
+    items.truncate(MAX_LIST);
+    let returned = items.len();
+    Ok(HttpResponse::Ok().json(json!({
+        "items": items,
+        "meta": meta(total, returned),
+        "generatedAt": now.epoch,
+    })))
+}
+
+/// Body of `DELETE /api/resilience/model-cooldowns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteLockouts {
+    provider: Option<String>,
+    #[serde(alias = "connectionId")]
+    connection: Option<String>,
+    model: Option<String>,
+    all: Option<bool>,
+}
+
+/// `DELETE /api/resilience/model-cooldowns`: `{provider, connection?, model?}` or `{all:true}`.
+pub async fn delete_model_cooldowns(
+    rt: web::Data<Arc<Runtime>>,
+    key: ManagementKey,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> ApiResult {
+    let body: DeleteLockouts = require_json(&req, payload).await?;
+    let (targets, model, all) = match body {
+        DeleteLockouts {
+            all: Some(true),
+            provider: None,
+            connection: None,
+            model: None,
+        } => (rt.connections.iter().collect::<Vec<_>>(), None, true),
+        DeleteLockouts { all: Some(_), .. } => {
+            return Err(field_error(
+                "all",
+                "`all` must be true and cannot be combined with provider, connection or model",
+            ));
+        }
+        DeleteLockouts { provider: None, .. } => {
+            return Err(field_error(
+                "provider",
+                "`provider` is required (or send {\"all\": true})",
+            ));
+        }
+        DeleteLockouts {
+            provider: Some(provider),
+            connection,
+            model,
+            all: None,
+        } => {
+            let pidx = provider_idx(&rt, &provider)?;
+            if let Some(m) = &model
+                && (m.is_empty() || m.len() > 256)
+            {
+                return Err(field_error("model", "`model` must be 1 to 256 characters"));
+            }
+            let targets = match &connection {
+                Some(id) => {
+                    let conn = rt
+                        .connections
+                        .get(connection_idx(&rt, id)?)
+                        .filter(|c| c.provider_idx == pidx)
+                        .ok_or_else(|| {
+                            ApiError::not_found(
+                                "connection_not_found",
+                                format!("Provider {provider:?} has no connection {id:?}"),
+                            )
+                        })?;
+                    vec![conn]
+                }
+                None => rt
+                    .connections
+                    .iter()
+                    .filter(|c| c.provider_idx == pidx)
+                    .collect(),
+            };
+            (targets, model, false)
+        }
+    };
+    let at = rt.clock.now();
+    let asks = targets.iter().map(|conn| {
+        let msg = ClearLockouts {
+            model: model.clone(),
+            at,
+        };
+        async move { (conn.id.clone(), ask(conn, msg).await) }
+    });
+    let results = futures_util::future::join_all(asks).await;
+    let removed: usize = results.iter().filter_map(|r| r.1).sum();
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|r| r.1.is_none())
+        .map(|r| &*r.0)
+        .collect();
+    tracing::warn!(
+        key_id = %key.id,
+        connections = targets.len(),
+        model = model.as_deref().unwrap_or("*"),
+        removed,
+        "model lockouts cleared by operator"
+    );
+    let mut body = json!({"ok": failed.is_empty(), "removed": removed, "failed": failed});
+    if all {
+        body["clearedAll"] = json!(true);
+    }
+    Ok(HttpResponse::Ok().json(body))
+}
+
+fn field_error(field: &str, message: &str) -> ApiError {
+    ApiError::bad_request("invalid_request", message)
+        .with_details(vec![(field.to_owned(), message.to_owned())])
+}
+
+// === cooldown manager ===
+
+/// `GET /api/resilience/cooldowns[?provider=]`.
+pub async fn list_cooldowns(
+    rt: web::Data<Arc<Runtime>>,
+    _key: ManagementKey,
+    req: HttpRequest,
+) -> ApiResult {
+    let query: ProviderQuery = parse_query(&req)?;
+    let conns = connections_of(&rt, query.provider.as_deref())?;
+    let now = Now::read(&rt);
+    let rows: Vec<Value> = conns
+        .iter()
+        .take(MAX_LIST)
+        .map(|c| views::cooldown_row(c, &now))
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({
+        "connections": rows,
+        "meta": meta(conns.len(), rows.len()),
+        "generatedAt": now.epoch,
+    })))
+}
+
+/// Body of `POST /api/resilience/cooldowns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ClearBody {
+    connection_ids: Option<Vec<String>>,
+    all: Option<bool>,
+    provider: Option<String>,
+}
+
+/// `POST /api/resilience/cooldowns`: `{connectionIds:[…]}` or `{all:true, provider?}`.
+pub async fn clear_cooldowns(
+    rt: web::Data<Arc<Runtime>>,
+    key: ManagementKey,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> ApiResult {
+    let body: ClearBody = require_json(&req, payload).await?;
+    let targets: Vec<&Arc<ConnHandle>> = match body {
+        ClearBody {
+            connection_ids: Some(ids),
+            all: None,
+            provider: None,
+        } => {
+            if ids.is_empty() || ids.len() > MAX_LIST {
+                return Err(field_error(
+                    "connectionIds",
+                    "`connectionIds` must list 1 to 1000 connection ids",
+                ));
+            }
+            let unique: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+            let mut unknown = Vec::new();
+            let mut targets = Vec::new();
+            for (i, id) in unique.iter().enumerate() {
+                check_id(id, "connection").map_err(|e| {
+                    e.with_details(vec![(format!("connectionIds[{i}]"), "invalid id".into())])
+                })?;
+                match rt.connection(id) {
+                    Some(c) => targets.push(c),
+                    None => unknown.push(*id),
+                }
+            }
+            if !unknown.is_empty() {
+                return Err(ApiError::not_found(
+                    "connection_not_found",
+                    format!("Unknown connection id(s): {}", unknown.join(", ")),
+                )
+                .with_details(
+                    unknown
+                        .iter()
+                        .map(|id| ("connectionIds".to_owned(), format!("unknown id {id:?}")))
+                        .collect(),
+                ));
+            }
+            targets
+        }
+        ClearBody {
+            connection_ids: None,
+            all: Some(true),
+            provider,
+        } => connections_of(&rt, provider.as_deref())?,
+        _ => {
+            return Err(field_error(
+                "connectionIds",
+                "send either {\"connectionIds\": [...]} or {\"all\": true, \"provider\"?: id}",
+            ));
+        }
+    };
+    let at = rt.clock.now();
+    let asks = targets.iter().map(|conn| async move {
+        let before = conn.load().terminal();
+        (conn, before, ask(conn, ClearCooldown { at }).await)
+    });
+    let results = futures_util::future::join_all(asks).await;
+    let (mut cleared, mut unchanged, mut skipped, mut lockouts_cleared) = (0, 0, 0, 0);
+    let mut failed = Vec::new();
+    let rows: Vec<Value> = results
+        .iter()
+        .map(|(conn, before, result)| {
+            let id = &*conn.id;
+            match result {
+                Some(ClearResult::Cleared {
+                    lockouts_cleared: n,
+                }) => {
+                    cleared += 1;
+                    lockouts_cleared += n;
+                    json!({"id": id, "result": "cleared", "lockoutsCleared": n})
+                }
+                Some(ClearResult::Unchanged) => {
+                    unchanged += 1;
+                    json!({"id": id, "result": "unchanged"})
+                }
+                Some(ClearResult::SkippedTerminal) => {
+                    skipped += 1;
+                    let status = conn.load().terminal().or(*before).map(|t| t.as_str());
+                    json!({"id": id, "result": "skipped_terminal", "status": status})
+                }
+                None => {
+                    failed.push(id);
+                    json!({"id": id, "result": "failed"})
+                }
+            }
+        })
+        .collect();
+    tracing::warn!(
+        key_id = %key.id,
+        cleared,
+        unchanged,
+        skipped_terminal = skipped,
+        lockouts_cleared,
+        failed = failed.len(),
+        "connection cooldowns cleared by operator"
+    );
+    Ok(HttpResponse::Ok().json(json!({
+        "ok": failed.is_empty(),
+        "cleared": cleared,
+        "unchanged": unchanged,
+        "skippedTerminal": skipped,
+        "lockoutsCleared": lockouts_cleared,
+        "failed": failed.len(),
+        "connections": rows,
+    })))
+}
+
+// === per-connection status ===
+
+/// `GET /api/resilience/connections` query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectionsQuery {
+    provider: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/resilience/connections[?provider=&limit=]`.
+pub async fn list_connections(
+    rt: web::Data<Arc<Runtime>>,
+    _key: ManagementKey,
+    req: HttpRequest,
+) -> ApiResult {
+    let query: ConnectionsQuery = parse_query(&req)?;
+    let limit = query.limit.unwrap_or(MAX_LIST);
+    if !(1..=MAX_LIST).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("`limit` must be between 1 and {MAX_LIST}"),
+        )
+        .with_details(vec![("limit".into(), "out of range".into())]));
+    }
+    let conns = connections_of(&rt, query.provider.as_deref())?;
+    let now = Now::read(&rt);
+    let settings = rt.settings.load();
+    let statuses = views::breaker_statuses(&rt, &now).await;
+    let mut cooling = 0;
+    let mut terminal = 0;
+    for conn in &conns {
+        match ConnClass::of(&conn.load(), &now) {
+            ConnClass::CoolingDown => cooling += 1,
+            ConnClass::Terminal => terminal += 1,
+            _ => {}
+        }
+    }
+    let rows: Vec<Value> = conns
+        .iter()
+        .take(limit)
+        .filter_map(|conn| {
+            let provider = rt.providers.get(conn.provider_idx)?;
+            Some(views::connection_row(provider, conn, &settings, &now))
+        })
+        .collect();
+    let providers: BTreeSet<usize> = conns.iter().map(|c| c.provider_idx).collect();
+    let breakers: Vec<Value> = providers
+        .iter()
+        .filter_map(|i| {
+            let provider = rt.providers.get(*i)?;
+            let status = statuses.get(*i).and_then(Option::as_ref);
+            Some(views::breaker(provider, status, &now))
+        })
+        .collect();
+    let unhealthy = breakers.iter().filter(|b| b["state"] != "CLOSED").count();
+    let mut m = meta(conns.len(), rows.len());
+    m["limit"] = json!(limit);
+    m["coolingDownCount"] = json!(cooling);
+    m["terminalCount"] = json!(terminal);
+    m["unhealthyBreakerCount"] = json!(unhealthy);
+    Ok(HttpResponse::Ok().json(json!({
+        "connections": rows,
+        "breakers": breakers,
+        "meta": m,
+        "generatedAt": now.epoch,
+    })))
+}
+
+/// `POST /api/resilience/connections/{id}/reinstate`: clears a terminal state (audited).
+pub async fn reinstate(
+    rt: web::Data<Arc<Runtime>>,
+    key: ManagementKey,
+    path: web::Path<String>,
+) -> ApiResult {
+    let id = path.into_inner();
+    let conn = rt
+        .connections
+        .get(connection_idx(&rt, &id)?)
+        .ok_or_else(|| ApiError::not_found("connection_not_found", "No such connection"))?;
+    let previous = conn.load().terminal();
+    let at = rt.clock.now();
+    let Some(was_terminal) = ask(conn, Reinstate { at }).await else {
+        return Err(ApiError::actor_unavailable("the connection"));
+    };
+    let previous = previous.map(|t| t.as_str());
+    tracing::warn!(
+        connection = &*conn.id,
+        key_id = %key.id,
+        was_terminal,
+        previous_status = previous.unwrap_or("none"),
+        "connection reinstated by operator"
+    );
+    let now = Now::read(&rt);
+    let status = ConnClass::of(&conn.load(), &now).as_str();
+    Ok(HttpResponse::build(StatusCode::OK).json(json!({
+        "ok": true,
+        "connectionId": &*conn.id,
+        "reinstated": was_terminal,
+        "previousStatus": previous,
+        "status": status,
+    })))
+}

@@ -1,0 +1,272 @@
+//! `GET` / `PATCH /api/resilience` (the effective settings, with the source of every value)
+//! and `POST /api/resilience/reset` (operator reset of provider breakers).
+//!
+//! A patch is validated as a whole ([`apply_patch`]): any unknown key, wrong type or
+//! out-of-range value rejects it with 400 `invalid_settings` and one `details` entry per field,
+//! so nothing is half-applied. An accepted patch is merged into the persisted layer, written to
+//! the state store first (a failed write changes nothing), then the effective settings are
+//! recomputed from all layers and published: request paths read them on their next load, and
+//! the breaker and connection actors get their new profiles by message. The request queues
+//! (`request_queue.*` except `auto_enable_apikey_providers`) and the session-affinity TTL are
+//! sized when the node starts; changes to them are stored and reported in `restartRequired`.
+
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard_shared::settings::{self, FieldError, SettingsPatch, apply_patch};
+
+use super::ACTOR_TIMEOUT;
+use super::auth::ManagementKey;
+use super::common::{ApiError, ApiResult, Now, provider_idx, read_json, read_raw};
+use crate::actors::{ApplySettings, ResetBreaker};
+use crate::runtime::Runtime;
+
+/// Settings that are read once when the node starts: a patch stores them, a restart applies
+/// them. (Prefixes of dotted paths.)
+const RESTART_REQUIRED: &[&str] = &[
+    "request_queue.requests_per_minute",
+    "request_queue.min_time_between_requests_ms",
+    "request_queue.concurrent_requests",
+    "request_queue.max_wait_ms",
+    "request_queue.execution_max_wait_ms",
+    "request_queue.max_queue_depth",
+    "session_affinity.ttl_ms",
+];
+
+/// `GET /api/resilience`.
+pub async fn get_settings(rt: web::Data<Arc<Runtime>>, _key: ManagementKey) -> ApiResult {
+    Ok(HttpResponse::Ok().json(settings_body(&rt)))
+}
+
+fn settings_body(rt: &Runtime) -> Value {
+    let store = &rt.settings_store;
+    let persisted = store.persisted();
+    let built = settings::build(&rt.config, store.env(), &persisted);
+    json!({
+        "settings": built.effective,
+        "persisted": &*persisted,
+        "persistence": store.persistence(),
+        "warnings": field_list(&built.warnings),
+    })
+}
+
+fn field_list(errors: &[FieldError]) -> Vec<Value> {
+    errors
+        .iter()
+        .map(|e| json!({"field": e.path, "message": e.message}))
+        .collect()
+}
+
+/// 400 `invalid_settings`, naming the first bad field in the message and all in `details`.
+fn invalid_settings(errors: Vec<FieldError>) -> ApiError {
+    let message = match errors.first() {
+        Some(first) if !first.path.is_empty() => {
+            format!("Invalid settings: {}: {}", first.path, first.message)
+        }
+        Some(first) => format!("Invalid settings: {}", first.message),
+        None => "Invalid settings".to_owned(),
+    };
+    ApiError::bad_request("invalid_settings", message)
+        .with_details(errors.into_iter().map(|e| (e.path, e.message)).collect())
+}
+
+/// `a.b`, or `b` under an empty prefix.
+fn join(prefix: &str, field: &str) -> String {
+    if prefix.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{prefix}.{field}")
+    }
+}
+
+/// The dotted path of every leaf a patch sets.
+fn leaf_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) if !map.is_empty() && !prefix.starts_with("provider_error_rules") => {
+            for (k, v) in map {
+                leaf_paths(v, &join(prefix, k), out);
+            }
+        }
+        _ => out.push(prefix.to_owned()),
+    }
+}
+
+/// `PATCH /api/resilience`.
+pub async fn patch_settings(
+    rt: web::Data<Arc<Runtime>>,
+    key: ManagementKey,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> ApiResult {
+    let raw = read_raw(&req, payload).await?;
+    let text = std::str::from_utf8(&raw)
+        .map_err(|_| ApiError::bad_request("invalid_json", "The body is not UTF-8 JSON"))?;
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "missing_body",
+            "A JSON settings patch is required",
+        ));
+    }
+    let patch = SettingsPatch::from_json(text).map_err(invalid_settings)?;
+    if patch.is_empty() {
+        return Err(invalid_settings(vec![FieldError::new(
+            "",
+            "the patch sets no setting",
+        )]));
+    }
+    let mut paths = Vec::new();
+    leaf_paths(
+        &serde_json::to_value(&patch).unwrap_or(Value::Null),
+        "",
+        &mut paths,
+    );
+
+    let store = &rt.settings_store;
+    // One patch at a time: from reading the layer to telling the actors.
+    let _writer = store.lock_writer().await;
+    let next = apply_patch(&store.persisted(), &patch).map_err(invalid_settings)?;
+    let built = settings::build(&rt.config, store.env(), &next);
+    if let Err(e) = store.store(next).await {
+        tracing::error!(error = %e, "cannot write the persisted settings");
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "state_write_failed",
+            "The settings could not be persisted; nothing was changed",
+        ));
+    }
+    let values = Arc::new(built.values());
+    rt.settings.store(values.clone());
+    let now = Now::read(&rt);
+    let asks = rt.providers.iter().map(|p| {
+        let values = values.clone();
+        async move {
+            let addr = p.actor.get()?;
+            let msg = ApplySettings {
+                settings: values,
+                at: now.mono,
+            };
+            tokio::time::timeout(ACTOR_TIMEOUT, addr.send(msg))
+                .await
+                .ok()?
+                .ok()
+        }
+    });
+    let replies = futures_util::future::join_all(asks).await;
+    let applied = replies.iter().filter(|r| r.is_some()).count();
+    let restart_required: Vec<&String> = paths
+        .iter()
+        .filter(|p| RESTART_REQUIRED.iter().any(|r| p.starts_with(r)))
+        .collect();
+    tracing::warn!(
+        key_id = %key.id,
+        fields = ?paths,
+        providers_applied = applied,
+        durable = store.persistence().durable,
+        "resilience settings patched by operator"
+    );
+    let mut body = settings_body(&rt);
+    body["ok"] = json!(true);
+    body["changed"] = json!(paths);
+    body["restartRequired"] = json!(restart_required);
+    body["applied"] = json!({
+        "providers": applied,
+        "failed": replies.len() - applied,
+    });
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// Body of `POST /api/resilience/reset`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetBody {
+    provider: String,
+}
+
+/// `POST /api/resilience/reset`: every breaker, or `{"provider": id}`.
+pub async fn reset_breakers(
+    rt: web::Data<Arc<Runtime>>,
+    key: ManagementKey,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> ApiResult {
+    let body: Option<ResetBody> = read_json(&req, payload).await?;
+    let targets: Vec<usize> = match &body {
+        Some(b) => vec![provider_idx(&rt, &b.provider)?],
+        None => (0..rt.providers.len()).collect(),
+    };
+    let now = Now::read(&rt);
+    let asks = targets
+        .iter()
+        .filter_map(|i| rt.providers.get(*i))
+        .map(|p| async move {
+            let ok = match p.actor.get() {
+                Some(addr) => matches!(
+                    tokio::time::timeout(ACTOR_TIMEOUT, addr.send(ResetBreaker { at: now.mono }))
+                        .await,
+                    Ok(Ok(()))
+                ),
+                None => false,
+            };
+            (p.id.clone(), ok)
+        });
+    let results = futures_util::future::join_all(asks).await;
+    let reset: Vec<&str> = results.iter().filter(|r| r.1).map(|r| &*r.0).collect();
+    let failed: Vec<&str> = results.iter().filter(|r| !r.1).map(|r| &*r.0).collect();
+    tracing::warn!(
+        key_id = %key.id,
+        providers = ?reset,
+        failed = ?failed,
+        "provider breakers reset by operator"
+    );
+    if !failed.is_empty() && reset.is_empty() {
+        return Err(ApiError::actor_unavailable("the provider breaker"));
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "ok": failed.is_empty(),
+        "resetCount": reset.len(),
+        "providers": reset,
+        "failed": failed,
+        "message": format!("Reset {} provider breaker(s)", reset.len()),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_key_is_named_by_its_full_path() {
+        let errors =
+            SettingsPatch::from_json(r#"{"provider_breaker":{"apikey":{"failure_treshold":2}}}"#)
+                .unwrap_err();
+        let e = invalid_settings(errors);
+        assert_eq!(e.0.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.0.code, "invalid_settings");
+        let details = &e.0.fields["details"];
+        assert_eq!(
+            details[0]["field"],
+            "provider_breaker.apikey.failure_treshold"
+        );
+    }
+
+    #[test]
+    fn leaf_paths_list_every_set_value() {
+        let patch = SettingsPatch::from_json(
+            r#"{"provider_breaker":{"apikey":{"failure_threshold":2}},"request_queue":{"max_wait_ms":5}}"#,
+        )
+        .unwrap();
+        let mut paths = Vec::new();
+        leaf_paths(&serde_json::to_value(&patch).unwrap(), "", &mut paths);
+        assert_eq!(
+            paths,
+            [
+                "provider_breaker.apikey.failure_threshold",
+                "request_queue.max_wait_ms"
+            ]
+        );
+    }
+}
