@@ -667,6 +667,12 @@ async fn invalid_patches_are_rejected_naming_the_field() {
         r.ok()["restartRequired"],
         json!(["request_queue.max_wait_ms"])
     );
+    // One this node does not use yet is stored and said so.
+    let r = node
+        .patch(json!({"provider_cooldown": {"enabled": true}}))
+        .await;
+    assert_eq!(r.ok()["notApplied"], json!(["provider_cooldown.enabled"]));
+    assert_eq!(r.json["restartRequired"], json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 //! the breaker and connection actors get their new profiles by message. The request queues
 //! (`request_queue.*` except `auto_enable_apikey_providers`) and the session-affinity TTL are
 //! sized when the node starts; changes to them are stored and reported in `restartRequired`.
+//! Sections this node version does not consult yet are stored and reported in `notApplied`.
 
 use std::sync::Arc;
 
@@ -34,6 +35,15 @@ const RESTART_REQUIRED: &[&str] = &[
     "request_queue.execution_max_wait_ms",
     "request_queue.max_queue_depth",
     "session_affinity.ttl_ms",
+];
+
+/// Settings this node version stores but does not consult yet (the windowed provider
+/// cooldown, runtime error rules and session leases are not wired into routing); a patch of
+/// them is accepted for forward compatibility and reported in `notApplied`.
+const NOT_APPLIED: &[&str] = &[
+    "provider_cooldown",
+    "provider_error_rules",
+    "session_leases",
 ];
 
 /// `GET /api/resilience`.
@@ -161,6 +171,10 @@ pub async fn patch_settings(
         .iter()
         .filter(|p| RESTART_REQUIRED.iter().any(|r| p.starts_with(r)))
         .collect();
+    let not_applied: Vec<&String> = paths
+        .iter()
+        .filter(|p| NOT_APPLIED.iter().any(|r| p.starts_with(r)))
+        .collect();
     tracing::warn!(
         key_id = %key.id,
         fields = ?paths,
@@ -172,6 +186,7 @@ pub async fn patch_settings(
     body["ok"] = json!(true);
     body["changed"] = json!(paths);
     body["restartRequired"] = json!(restart_required);
+    body["notApplied"] = json!(not_applied);
     body["applied"] = json!({
         "providers": applied,
         "failed": replies.len() - applied,
