@@ -123,13 +123,13 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
             )
             .await?
             {
-                if let (Some(name), Some(state)) =
-                    (&combo, combo.as_ref().and_then(|n| rt.combo_state.get(n)))
+                // Last-known-good memory of the combo (lkgp and friends).
+                if let Some(Ok(mut state)) = combo
+                    .as_ref()
+                    .and_then(|n| rt.combo_state.get(n))
+                    .map(|s| s.lock())
                 {
-                    let _ = name;
-                    if let Ok(mut s) = state.lock() {
-                        s.record_success(stable_hash(target_key(target).as_bytes()));
-                    }
+                    state.record_success(stable_hash(target_key(target).as_bytes()));
                 }
                 return Ok(routed);
             }
