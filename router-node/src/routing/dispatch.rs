@@ -85,6 +85,10 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
         .index
         .resolve(&req.body.model)
         .map_err(terminal::resolve_error)?;
+    let target_timeout_ms = match &resolved {
+        Resolved::Combo(c) => c.options.timeout_ms,
+        Resolved::Direct(_) => 0,
+    };
     let (targets, strategy, combo, max_attempts) = match &resolved {
         Resolved::Direct(t) => (vec![t.clone()], None, None, DEFAULT_MAX_ATTEMPTS),
         Resolved::Combo(c) => (
@@ -118,6 +122,7 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
                 target,
                 is_combo,
                 max_attempts,
+                target_timeout_ms,
                 &mut excluded,
                 &mut report,
             )
@@ -223,6 +228,7 @@ async fn try_target(
     target: &Target,
     is_combo: bool,
     max_attempts: u32,
+    target_timeout_ms: Millis,
     excluded: &mut Vec<usize>,
     report: &mut Report,
 ) -> Result<Option<Routed>, GatewayError> {
@@ -357,7 +363,10 @@ async fn try_target(
             body: req.body.with_model(&model),
             stream: req.body.stream,
             forward_headers: req.forward_headers.clone(),
-            deadline_ms: attempt_deadline(rt, &provider, &conn, now),
+            deadline_ms: earliest(
+                attempt_deadline(rt, &provider, &conn, now),
+                (target_timeout_ms > 0).then(|| now + target_timeout_ms),
+            ),
             watch: rt.watch_config(&provider.config),
             clock: rt.clock,
         };
@@ -500,6 +509,13 @@ fn queue_enabled(rt: &Runtime, provider: &ProviderHandle, conn: &ConnHandle) -> 
     explicit
         || (provider.config.category == switchyard_shared::outcome::ProviderCategory::Apikey
             && settings.request_queue.auto_enable_apikey_providers)
+}
+
+fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Queue admission then the composite gate (connection → model). Global and provider caps are
