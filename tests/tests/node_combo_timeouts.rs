@@ -109,7 +109,13 @@ async fn combo_timeout_bounds_the_whole_dispatch() {
     .unwrap();
     let t = Instant::now();
     let (status, body, _) = ask(&node.client_url()).await;
-    assert_eq!(status, 504, "{body}");
+    assert_eq!(
+        status,
+        504,
+        "{body} after {:?}; log: {}",
+        t.elapsed(),
+        node.log()
+    );
     assert_eq!(body["error"]["code"], "COMBO_TIMEOUT");
     assert_eq!(body["error"]["type"], "server_error");
     assert!(

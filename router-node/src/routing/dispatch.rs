@@ -79,12 +79,29 @@ impl Drop for Permits {
     }
 }
 
-/// Routes a request to completion of its dispatch (for streams: to the commit point).
+/// Routes a request to completion of its dispatch (for streams: to the commit point). A combo
+/// with `combo_timeout_ms` gets 504 `COMBO_TIMEOUT` when the whole dispatch takes longer.
 pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, GatewayError> {
     let resolved = rt
         .index
         .resolve(&req.body.model)
         .map_err(terminal::resolve_error)?;
+    let combo_timeout = match &resolved {
+        Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => c.options.combo_timeout_ms,
+        _ => return route_resolved(rt, req, resolved).await,
+    };
+    let limit = Duration::from_millis(combo_timeout);
+    match tokio::time::timeout(limit, route_resolved(rt, req, resolved)).await {
+        Ok(result) => result,
+        Err(_) => Err(terminal::combo_timeout(combo_timeout)),
+    }
+}
+
+async fn route_resolved(
+    rt: &Arc<Runtime>,
+    req: &RouteRequest,
+    resolved: Resolved,
+) -> Result<Routed, GatewayError> {
     let target_timeout_ms = match &resolved {
         Resolved::Combo(c) => c.options.timeout_ms,
         Resolved::Direct(_) => 0,
