@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use switchyard_shared::admission::{QueueSettings, RateLimit, RateState};
+use switchyard_shared::admission::{RateLimit, RateState};
 use switchyard_shared::classify::ErrorRule;
 use switchyard_shared::config::{Config, ConfigErrors, ModelIndex, ProviderConfig};
 use switchyard_shared::restatement::RestatementRule;
@@ -95,7 +95,7 @@ impl Runtime {
                         continue;
                     }
                 };
-                let queue = RequestQueue::new(queue_settings(&values, conn));
+                let queue = RequestQueue::new(settings::effective_queue(&values, conn));
                 let key = secrets
                     .upstream_keys
                     .get(&conn.id)
@@ -218,22 +218,6 @@ impl Runtime {
             }
             .clamped(),
         }
-    }
-}
-
-/// The effective queue numbers of a connection.
-fn queue_settings(
-    values: &ResilienceSettings,
-    conn: &switchyard_shared::config::ConnectionConfig,
-) -> QueueSettings {
-    let q = settings::effective_queue(values, conn);
-    QueueSettings {
-        requests_per_minute: q.requests_per_minute,
-        min_time_between_requests_ms: q.min_time_between_requests_ms,
-        concurrent_requests: q.concurrent_requests,
-        max_wait_ms: q.max_wait_ms,
-        execution_max_wait_ms: q.execution_max_wait_ms,
-        max_queue_depth: q.max_queue_depth,
     }
 }
 

@@ -3,15 +3,26 @@
 //! `strategy/pick/<name>` is one connection selection over 16 candidates (the per-request cost
 //! a provider pays); `strategy/order/weighted` is a combo's full fallback order over 16 targets.
 //! The target is well under a microsecond per selection.
+//!
+//! `breaker/admit` and `breaker/view` are the breaker gate every attempt passes (a CLOSED
+//! breaker: the steady state); `cooldown/on_event failure` is one classified failure applied to
+//! a healthy connection (the work of a 429); `wire/encode+decode cooldown` is one cluster
+//! cooldown event through the sender's encoder and a receiver's decoder.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use switchyard_shared::breaker::Breaker;
+use switchyard_shared::cooldown::{
+    ConnEvent, ConnState, CooldownParams, FailureObservation, on_event,
+};
+use switchyard_shared::outcome::{CooldownHint, FailureReason, ProviderCategory, TerminalSignal};
 use switchyard_shared::strategy::{
     Candidate, QuotaView, SelectCtx, Strategy, StrategyState, order, pick, stable_hash,
 };
+use switchyard_shared::wire::{Envelope, WireEvent, decode, encode};
 
 const NOW: u64 = 1_700_000_000_000;
 
@@ -81,5 +92,50 @@ fn strategies(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, strategies);
+fn breaker(c: &mut Criterion) {
+    let mut breaker = Breaker::for_category(ProviderCategory::Apikey);
+    c.bench_function("breaker/admit", |b| {
+        b.iter(|| breaker.admit(black_box(NOW)))
+    });
+    c.bench_function("breaker/view", |b| b.iter(|| breaker.view(black_box(NOW))));
+}
+
+fn cooldown(c: &mut Criterion) {
+    let params = CooldownParams::for_category(ProviderCategory::Apikey);
+    let state = ConnState::default();
+    let event = ConnEvent::Failure(FailureObservation {
+        status: Some(429),
+        reason: FailureReason::RateLimitExceeded,
+        hint: CooldownHint::Upstream(20_000),
+        terminal: TerminalSignal::None,
+        stream_stall: false,
+        message: "Rate limit reached for requests per minute. Please try again in 20s.".to_owned(),
+    });
+    c.bench_function("cooldown/on_event failure", |b| {
+        b.iter(|| on_event(black_box(&state), black_box(&event), &params, NOW))
+    });
+}
+
+fn wire(c: &mut Criterion) {
+    let envelope = Envelope {
+        origin_node: "node-a1b2c3".to_owned(),
+        origin_ts_ms: NOW,
+        seq: 48_213,
+        event: WireEvent::CooldownSet {
+            connection: "openai-key-3".to_owned(),
+            until_remaining_ms: 20_000,
+            backoff_level: 2,
+            reason: FailureReason::RateLimitExceeded,
+            terminal: None,
+        },
+    };
+    c.bench_function("wire/encode+decode cooldown", |b| {
+        b.iter(|| {
+            let bytes = encode(black_box(&envelope));
+            bytes.and_then(|bytes| decode(black_box(&bytes)))
+        })
+    });
+}
+
+criterion_group!(benches, strategies, breaker, cooldown, wire);
 criterion_main!(benches);

@@ -8,8 +8,9 @@
 //!   triple. A caller-supplied scope always wins. Families are an input: without one the exact
 //!   model is locked.
 //! - **Cooldown** ([`LockoutSettings::cooldown_ms`]): an upstream reset is used exactly (only the
-//!   30-day cap applies), a synthetic exact value is capped at `max_cooldown_ms`, otherwise
-//!   `min(base · 2^min(n−1, max_backoff_steps), max)` (or `base` when exponential is off).
+//!   30-day [`MAX_UPSTREAM_HINT_MS`] cap applies), a synthetic exact value is capped at
+//!   `max_cooldown_ms`, otherwise `min(base · 2^min(n−1, max_backoff_steps), max)` (or `base`
+//!   when exponential is off).
 //! - **Escalation**: a failure within `reset_after_ms` (the provider breaker's reset timeout) plus
 //!   the last applied cooldown of the previous one counts `n + 1`; later ones start again at 1.
 //! - **Success decay**: `floor(n / 2)`; at 0 the entry, lock included, is removed.
@@ -24,10 +25,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::Millis;
-use crate::outcome::{CooldownHint, FailureReason};
-
-/// Upper bound of any upstream-provided cooldown (30 days), as in classification.
-pub const MAX_UPSTREAM_COOLDOWN_MS: Millis = 30 * 24 * 60 * 60 * 1000;
+use crate::outcome::{CooldownHint, FailureReason, MAX_UPSTREAM_HINT_MS};
 
 /// Validation bounds of [`LockoutSettings`] (reference §1.7).
 pub const BASE_COOLDOWN_RANGE_MS: (Millis, Millis) = (5_000, 600_000);
@@ -131,7 +129,7 @@ impl LockoutSettings {
             CooldownHint::None => None,
             CooldownHint::ScaledBackoff => Some(self.backoff_ms(failure_count)),
             CooldownHint::Fixed(ms) => Some(ms.min(self.max_cooldown_ms)),
-            CooldownHint::Upstream(ms) => Some(ms.min(MAX_UPSTREAM_COOLDOWN_MS)),
+            CooldownHint::Upstream(ms) => Some(ms.min(MAX_UPSTREAM_HINT_MS)),
         }
     }
 }
@@ -645,7 +643,7 @@ mod tests {
         );
         assert_eq!(
             s.cooldown_ms(1, CooldownHint::Upstream(Millis::MAX)),
-            Some(MAX_UPSTREAM_COOLDOWN_MS)
+            Some(MAX_UPSTREAM_HINT_MS)
         );
         assert_eq!(s.cooldown_ms(3, CooldownHint::ScaledBackoff), Some(480 * S));
         assert_eq!(s.cooldown_ms(3, CooldownHint::None), None);

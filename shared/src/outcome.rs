@@ -107,6 +107,11 @@ pub enum TerminalSignal {
     CreditsExhausted,
 }
 
+/// The only cap on a duration the upstream told us ([`CooldownHint::Upstream`]): 30 days. Every
+/// policy that honours upstream hints (connection cooldown, model lockout, hint parsing) caps
+/// with this one value.
+pub const MAX_UPSTREAM_HINT_MS: Millis = 30 * 24 * 60 * 60 * 1000;
+
 /// How long a failure should cool its scope, before the cooldown policy applies caps and the
 /// thundering-herd guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -119,7 +124,8 @@ pub enum CooldownHint {
     /// capped by `max_cooldown_ms`, only by the 30-day cap.
     Fixed(Millis),
     /// A duration the upstream told us (`Retry-After`, reset headers, reset text). It replaces
-    /// the scaled backoff and is not capped by `max_cooldown_ms` (only by the 30-day cap).
+    /// the scaled backoff and is not capped by `max_cooldown_ms` (only by
+    /// [`MAX_UPSTREAM_HINT_MS`]).
     Upstream(Millis),
 }
 

@@ -17,10 +17,11 @@
 use std::path::PathBuf;
 
 use switchyard_shared::config::{
-    ClusterMode, ComboStrategy, Config, ConnectionStrategy, ProviderFormat, Resolved,
+    ClusterMode, Config, ConnectionStrategy, ProviderFormat, Resolved,
 };
 use switchyard_shared::outcome::{FailureReason, LockScope, ProviderCategory};
 use switchyard_shared::settings::{self, EnvLayer, Persisted, Source};
+use switchyard_shared::strategy::Strategy;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -185,7 +186,7 @@ fn connections() {
 fn combos_and_resolution() {
     let config = load_copy();
     let coding = config.combo("coding").unwrap();
-    assert_eq!(coding.strategy, ComboStrategy::Priority);
+    assert_eq!(coding.strategy, Strategy::Priority);
     assert_eq!(coding.targets.len(), 3);
     assert_eq!(coding.targets[0].weight, None);
     assert_eq!(coding.targets[1].weight, Some(3));
@@ -244,12 +245,12 @@ fn resilience_defaults_and_file_values() {
     );
     assert_eq!(built.effective.provider_error_rules.source, Source::Default);
 
-    let apikey = values.breaker_params(ProviderCategory::Apikey);
+    let apikey = values.breaker_profile(ProviderCategory::Apikey);
     assert_eq!(
         (apikey.failure_threshold, apikey.degradation_threshold),
         (12, 7)
     );
-    let local = values.breaker_params(ProviderCategory::Local);
+    let local = values.breaker_profile(ProviderCategory::Local);
     assert_eq!(
         (local.failure_threshold, local.degradation_threshold),
         (2, 1)

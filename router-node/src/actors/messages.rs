@@ -110,3 +110,31 @@ pub struct SetRateLimitProtection(pub Option<bool>);
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct InjectPanic;
+
+/// Run the periodic lockout pruning now, at `at`; returns how many entries were dropped. The
+/// connection actor also does this on its own timer.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "usize")]
+pub struct PruneLockouts {
+    pub at: Millis,
+}
+
+/// How many breaker transitions (history entries, including `probe-expired`) this breaker
+/// actor has applied since it started.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "u64")]
+pub struct GetTransitionCount;
+
+/// Sent by a connection actor's death notice to its breaker actor when the actor is dropped.
+/// Only a death during a panic leads to a restart: a normal stop happens when the arbiter shuts
+/// down, and restarting then would loop.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ChildStopped {
+    /// [`crate::state::ConnHandle::idx`] of the connection.
+    pub conn_idx: usize,
+    /// Which start of that connection's actor died; a notice about an older one is ignored.
+    pub incarnation: u64,
+    /// Whether the actor was dropped while its thread was unwinding from a panic.
+    pub panicked: bool,
+}

@@ -6,57 +6,167 @@
 //!   after a panic, so supervision is built here).
 //!
 //! All transitions are pure functions from `switchyard-shared`; the actors only apply their
-//! effects and publish snapshots that the hot path reads.
+//! effects and publish snapshots that the hot path reads. Requests talk to them only through
+//! [`observe`], [`observe_success`], [`observe_breaker`] and [`release_probe`], which never
+//! wait (plus a rare `send(AdmitProbe)` while the breaker is due for a probe): a full or closed
+//! mailbox costs one counted, dropped observation instead of a stalled request. Keeping actor
+//! messages off the success path also keeps actix (in passive maintenance) replaceable: only
+//! this module knows it.
 
+mod breaker;
+mod connection;
 pub mod messages;
+mod params;
 
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use actix::dev::ToEnvelope;
+use actix::{Actor, Addr, ArbiterHandle, Handler, Message};
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::ProbeGeneration;
+use switchyard_shared::settings::ResilienceSettings;
+
+pub use breaker::{
+    BREAKER_MAILBOX_CAPACITY, MAX_RESTARTS_PER_WINDOW, ProviderBreakerActor, RESTART_WINDOW,
+};
+pub use connection::{ConnectionActor, MAILBOX_CAPACITY, PRUNE_INTERVAL};
 pub use messages::*;
+pub use params::ConnActorParams;
 
-use actix::{Actor, Context};
+use crate::state::{ConnHandle, ProviderHandle};
 
-/// Sole writer of one connection's resilience state.
-pub struct ConnectionActor {}
-
-impl Actor for ConnectionActor {
-    type Context = Context<Self>;
-}
-
-/// Owner of one provider's breaker; supervisor of its connection actors.
-pub struct ProviderBreakerActor {}
-
-impl Actor for ProviderBreakerActor {
-    type Context = Context<Self>;
-}
-
-// ---- TEMPORARY interface stubs ----
+/// Counters of the actor layer, shared with whoever exports metrics.
 #[derive(Debug, Default)]
 pub struct ActorStats {
-    pub restarts: std::sync::atomic::AtomicU64,
+    /// Connection actors restarted after a panic (`actor_restarts_total`).
+    pub restarts: AtomicU64,
+    /// Connection actors left stopped because they used up their restart budget.
+    pub restarts_exhausted: AtomicU64,
+    /// Breaker observations dropped because the breaker's mailbox was full or closed.
+    pub breaker_dropped_observations: AtomicU64,
 }
+
+/// Starts one [`ProviderBreakerActor`] per provider on `arbiter`; each starts the
+/// [`ConnectionActor`]s of its connections (matched by `provider_idx`) on the same arbiter when
+/// it runs.
+///
+/// `provider.actor` and every `conn.actor` are set before this returns: each connection's
+/// mailbox is created here and handed to its actor, so observations sent before the arbiter
+/// gets to run the actors are queued, not dropped. Works from inside a running actix `System`
+/// (e.g. under `#[actix_web::main]`, with `Arbiter::current()` or a dedicated `Arbiter`) and
+/// from any other thread, since it only sends work to `arbiter`. Call it once: a provider whose
+/// actor is already set is skipped with a warning.
 pub fn start_actors(
-    _p: &[std::sync::Arc<crate::state::ProviderHandle>],
-    _c: &[std::sync::Arc<crate::state::ConnHandle>],
-    _s: &switchyard_shared::settings::ResilienceSettings,
-    _a: &actix::ArbiterHandle,
-    _st: std::sync::Arc<ActorStats>,
+    providers: &[Arc<ProviderHandle>],
+    connections: &[Arc<ConnHandle>],
+    settings: &ResilienceSettings,
+    arbiter: &ArbiterHandle,
+    stats: Arc<ActorStats>,
 ) {
-}
-pub fn observe(_h: &crate::state::ConnHandle, _m: ObserveFailure) {}
-pub fn observe_success(_h: &crate::state::ConnHandle, _m: ObserveSuccess) {}
-pub fn observe_breaker(_p: &crate::state::ProviderHandle, _m: BreakerObserve) {}
-pub fn release_probe(
-    _p: &crate::state::ProviderHandle,
-    _g: switchyard_shared::breaker::ProbeGeneration,
-    _at: switchyard_shared::Millis,
-) {
-}
-impl actix::Handler<AdmitProbe> for ProviderBreakerActor {
-    type Result = actix::MessageResult<AdmitProbe>;
-    fn handle(&mut self, _m: AdmitProbe, _c: &mut Self::Context) -> Self::Result {
-        actix::MessageResult(switchyard_shared::breaker::Admission::Allowed)
+    for provider in providers {
+        if provider.actor.get().is_some() {
+            tracing::warn!(
+                provider = &*provider.id,
+                "breaker actor already started; skipped"
+            );
+            continue;
+        }
+        let category = provider.config.category;
+        let profile = settings.breaker_profile(category);
+        let mut breaker = ProviderBreakerActor::new(provider.clone(), profile, stats.clone());
+        for conn in connections
+            .iter()
+            .filter(|c| c.provider_idx == provider.idx)
+        {
+            let params = ConnActorParams::new(settings, category, &conn.config);
+            let (tx, rx) = actix::dev::channel::channel(MAILBOX_CAPACITY);
+            conn.actor.store(Some(Arc::new(Addr::new(tx))));
+            breaker = breaker.with_child(conn.clone(), params, Some(rx));
+        }
+        let addr = ProviderBreakerActor::start_in_arbiter(arbiter, move |_| breaker);
+        if provider.actor.set(addr).is_err() {
+            // Only possible when two calls race, which "call it once" rules out.
+            tracing::warn!(provider = &*provider.id, "breaker actor started twice");
+        }
+    }
+    for conn in connections {
+        if !providers.iter().any(|p| p.idx == conn.provider_idx) {
+            tracing::warn!(
+                connection = &*conn.id,
+                "connection has no provider; no actor started"
+            );
+        }
     }
 }
-impl actix::Handler<InjectPanic> for ConnectionActor {
-    type Result = ();
-    fn handle(&mut self, _m: InjectPanic, _c: &mut Self::Context) {}
+
+/// Hot path: reports a failure to the connection's actor without waiting. Returns whether it
+/// was queued; if not (mailbox full, actor stopped or not started) it is counted in
+/// `handle.dropped_observations`.
+pub fn observe(handle: &ConnHandle, msg: ObserveFailure) -> bool {
+    deliver(handle, msg)
+}
+
+/// Hot path: reports a success the snapshot asked for (see
+/// [`crate::state::ConnSnapshot::needs_success_report`]); same delivery rules as [`observe`].
+pub fn observe_success(handle: &ConnHandle, msg: ObserveSuccess) -> bool {
+    deliver(handle, msg)
+}
+
+/// Hot path: reports an attempt's breaker outcome without waiting. Returns whether it was
+/// queued; if not it is counted in `stats.breaker_dropped_observations`. (The provider handle
+/// has no counter of its own, hence `stats`.)
+pub fn observe_breaker(provider: &ProviderHandle, stats: &ActorStats, msg: BreakerObserve) -> bool {
+    deliver_to_breaker(provider, stats, msg)
+}
+
+/// Hot path: hands back a probe lease whose attempt never reached the provider, without
+/// waiting. If it cannot be queued (counted like a dropped observation) the lease simply
+/// expires after the breaker's reset timeout.
+pub fn release_probe(
+    provider: &ProviderHandle,
+    stats: &ActorStats,
+    generation: ProbeGeneration,
+    at: Millis,
+) -> bool {
+    deliver_to_breaker(provider, stats, ReleaseProbe { generation, at })
+}
+
+fn deliver_to_breaker<M>(provider: &ProviderHandle, stats: &ActorStats, msg: M) -> bool
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+    ProviderBreakerActor: Handler<M>,
+    <ProviderBreakerActor as Actor>::Context: ToEnvelope<ProviderBreakerActor, M>,
+{
+    let delivered = provider
+        .actor
+        .get()
+        .is_some_and(|addr| addr.try_send(msg).is_ok());
+    if !delivered {
+        stats
+            .breaker_dropped_observations
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    delivered
+}
+
+fn deliver<M>(handle: &ConnHandle, msg: M) -> bool
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+    ConnectionActor: Handler<M>,
+    <ConnectionActor as Actor>::Context: ToEnvelope<ConnectionActor, M>,
+{
+    let delivered = match &*handle.actor.load() {
+        Some(addr) => addr.try_send(msg).is_ok(),
+        None => false,
+    };
+    if !delivered {
+        handle.dropped_observations.fetch_add(1, Ordering::Relaxed);
+    }
+    delivered
 }

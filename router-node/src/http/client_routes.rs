@@ -262,43 +262,60 @@ fn committed_body(
     let RoutedBody::Stream(stream) = body else {
         return Box::pin(futures_util::stream::empty());
     };
+    let rt_heartbeat = rt.settings.load().stream.heartbeat_interval_ms;
     let key_id = route_req.key_id.clone();
     let client_model = route_req.body.model.clone();
     let on_finish = Box::new(move |end: StreamEnd| {
         // Permits and in-flight counts are released here, exactly once.
         drop(permits);
-        let failure = match (&end.abort, &end.upstream_error) {
-            (Some(abort), _) => Some(AttemptFailure {
-                status: None,
-                transport: Some(transport_of(abort.code())),
-                headers: Vec::new(),
-                body: String::new(),
-                message: abort.message().to_owned(),
-                stream_abort: Some(*abort),
-                elapsed_ms: end.duration_ms,
-            }),
-            (None, Some(err)) if !end.client_disconnected => Some(AttemptFailure {
-                status: None,
-                transport: Some(TransportFailure::ConnectionReset),
-                headers: Vec::new(),
-                body: String::new(),
-                message: err.clone(),
-                stream_abort: None,
-                elapsed_ms: end.duration_ms,
-            }),
-            _ => None,
-        };
-        if let Some(f) = failure {
-            crate::routing::observe::on_failure(
-                &rt, &provider, &conn, &model, &target, &f, None, false,
-            );
+        // After the commit point the breaker has already counted this attempt (as a success
+        // at commit); a later failure only informs the connection (error fields, cooldown).
+        if !end.client_disconnected {
+            let failure = match (&end.abort, &end.upstream_error, &end.stream_error) {
+                (Some(abort), _, _) => Some(AttemptFailure {
+                    status: None,
+                    transport: Some(end.transport.unwrap_or_else(|| transport_of(abort.code()))),
+                    headers: Vec::new(),
+                    body: String::new(),
+                    message: abort.message().to_owned(),
+                    stream_abort: Some(*abort),
+                    elapsed_ms: end.duration_ms,
+                    in_band_error: false,
+                }),
+                (None, Some(err), _) => Some(AttemptFailure {
+                    status: None,
+                    transport: Some(end.transport.unwrap_or(TransportFailure::ConnectionReset)),
+                    headers: Vec::new(),
+                    body: String::new(),
+                    message: err.clone(),
+                    stream_abort: None,
+                    elapsed_ms: end.duration_ms,
+                    in_band_error: false,
+                }),
+                (None, None, Some(se)) => Some(AttemptFailure {
+                    status: Some(crate::upstream::IN_BAND_ERROR_STATUS),
+                    transport: None,
+                    headers: Vec::new(),
+                    body: format!("{} {}", se.error_type, se.message),
+                    message: se.message.clone(),
+                    stream_abort: None,
+                    elapsed_ms: end.duration_ms,
+                    in_band_error: true,
+                }),
+                _ => None,
+            };
+            if let Some(f) = failure {
+                crate::routing::observe::after_commit_failure(
+                    &rt, &provider, &conn, &model, &target, &f,
+                );
+            }
         }
         tracing::info!(
             target: "access",
             request_id = %log.0,
             api_key = key_id.as_deref().unwrap_or("-"),
             model = %client_model,
-            target = %target,
+            route_target = %target,
             connection = %conn.id,
             attempts,
             status = 200,
@@ -313,7 +330,12 @@ fn committed_body(
             "request"
         );
     });
-    Box::pin(stream.into_body(on_finish))
+    let heartbeat = rt_heartbeat;
+    Box::pin(
+        stream
+            .with_heartbeat_interval_ms(heartbeat)
+            .into_body(on_finish),
+    )
 }
 
 fn transport_of(code: &str) -> TransportFailure {
@@ -358,7 +380,7 @@ fn access_log_ok(
         request_id,
         api_key = req.key_id.as_deref().unwrap_or("-"),
         model = %req.body.model,
-        target = %routed.target,
+        route_target = %routed.target,
         connection = %routed.conn.id,
         attempts = routed.attempts,
         status = 200,

@@ -89,12 +89,7 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
         Resolved::Direct(t) => (vec![t.clone()], None, None, DEFAULT_MAX_ATTEMPTS),
         Resolved::Combo(c) => (
             c.targets.clone(),
-            Some(
-                c.strategy
-                    .as_str()
-                    .parse::<Strategy>()
-                    .unwrap_or(Strategy::COMBO_DEFAULT),
-            ),
+            Some(c.strategy),
             Some(c.name.clone()),
             if c.options.max_attempts == 0 {
                 DEFAULT_MAX_ATTEMPTS
@@ -288,7 +283,7 @@ async fn try_target(
         );
         if elig.candidates.is_empty() {
             if let Some(g) = probe {
-                crate::actors::release_probe(&provider, g, now);
+                crate::actors::release_probe(&provider, &rt.actor_stats, g, now);
             }
             let skip = if let Some(g) = gate_rejection.take() {
                 g

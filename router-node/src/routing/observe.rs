@@ -44,6 +44,38 @@ pub fn on_failure(
     probe: Option<ProbeGeneration>,
     is_combo: bool,
 ) -> Judged {
+    judge(
+        rt, provider, conn, model, target, failure, probe, is_combo, true,
+    )
+}
+
+/// A committed stream failed later: the breaker already counted the attempt (a success at the
+/// commit point), so only the connection learns about it.
+pub fn after_commit_failure(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    model: &Arc<str>,
+    target: &str,
+    failure: &AttemptFailure,
+) {
+    judge(
+        rt, provider, conn, model, target, failure, None, false, false,
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    rt: &Runtime,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    model: &Arc<str>,
+    target: &str,
+    failure: &AttemptFailure,
+    probe: Option<ProbeGeneration>,
+    is_combo: bool,
+    count_for_breaker: bool,
+) -> Judged {
     let now = rt.clock.now();
     let epoch = rt.clock.epoch_ms();
     let headers: Vec<(&str, &str)> = failure
@@ -72,7 +104,7 @@ pub fn on_failure(
     let hint = hints::upstream_hint(&headers, &failure.body, epoch);
     let settings = rt.settings.load();
     let use_hints = settings
-        .connection_cooldown_params(provider.config.category)
+        .cooldown_params(provider.config.category, conn.config.disable_cooling)
         .use_upstream_retry_hints;
     let operator = rt
         .error_rules
@@ -128,7 +160,7 @@ pub fn on_failure(
                 reason,
                 hint: lock_hint,
                 reset_after_ms: settings
-                    .breaker_params(provider.config.category)
+                    .breaker_profile(provider.config.category)
                     .reset_timeout_ms,
             },
         ))
@@ -159,12 +191,14 @@ pub fn on_failure(
     );
 
     // Provider breaker: exactly one outcome per attempt.
-    let outcome = if classification.skip_provider_breaker {
-        BreakerOutcome::Ignore
-    } else {
-        classification.breaker
-    };
-    report_breaker(provider, outcome, probe, now);
+    if count_for_breaker {
+        let outcome = if classification.skip_provider_breaker {
+            BreakerOutcome::Ignore
+        } else {
+            classification.breaker
+        };
+        report_breaker(rt, provider, outcome, probe, now);
+    }
 
     let retry_after_ms = client_retry_after
         .or(hint)
@@ -204,12 +238,13 @@ pub fn on_success(
             },
         );
     }
-    report_breaker(provider, BreakerOutcome::Success, probe, now);
+    report_breaker(rt, provider, BreakerOutcome::Success, probe, now);
 }
 
 /// Sends the breaker outcome when it can matter: any failure, a probe's result, or a success
 /// while the breaker has failures to forget.
 pub fn report_breaker(
+    rt: &Runtime,
     provider: &ProviderHandle,
     outcome: BreakerOutcome,
     probe: Option<ProbeGeneration>,
@@ -225,6 +260,7 @@ pub fn report_breaker(
     if needed {
         actors::observe_breaker(
             provider,
+            &rt.actor_stats,
             BreakerObserve {
                 generation: probe,
                 outcome,
@@ -233,6 +269,6 @@ pub fn report_breaker(
         );
     } else if let Some(generation) = probe {
         // An ignored outcome says nothing about the provider: hand the probe lease back.
-        actors::release_probe(provider, generation, now);
+        actors::release_probe(provider, &rt.actor_stats, generation, now);
     }
 }

@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{BlockedConnection, ConnectionBlock, CoolingScope};
-use switchyard_shared::config::ConnectionStrategy;
 use switchyard_shared::lockout::ModelRef;
 use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
@@ -141,7 +140,7 @@ pub fn pick(
     {
         return rt.connections.get(pinned).cloned();
     }
-    let strategy = connection_strategy(provider.config.connection_strategy);
+    let strategy = Strategy::from(provider.config.connection_strategy);
     let mut ctx = SelectCtx::new(now);
     ctx.sticky_limit = provider.config.sticky_round_robin_limit;
     ctx.fallback = fallback;
@@ -157,16 +156,4 @@ pub fn pick(
         ),
     }?;
     rt.connections.get(idx).cloned()
-}
-
-/// The routing strategy of a provider's `connection_strategy`.
-fn connection_strategy(s: ConnectionStrategy) -> Strategy {
-    match s {
-        ConnectionStrategy::FillFirst => Strategy::FillFirst,
-        ConnectionStrategy::RoundRobin => Strategy::RoundRobin,
-        ConnectionStrategy::P2c => Strategy::P2c,
-        ConnectionStrategy::Random => Strategy::Random,
-        ConnectionStrategy::LeastUsed => Strategy::LeastUsed,
-        ConnectionStrategy::StrictRandom => Strategy::StrictRandom,
-    }
 }

@@ -5,8 +5,8 @@ use actix_web::http::StatusCode;
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{
-    self, ComboWaitDecision, ComboWaitSettings, DirectWaitDecision, EmptyPoolOutcome,
-    ExcludedTarget, LockedTarget, Rejection, WaitForCooldownSettings,
+    self, ComboWaitDecision, DirectWaitDecision, EmptyPoolOutcome, ExcludedTarget, LockedTarget,
+    Rejection,
 };
 use switchyard_shared::config::ResolveError;
 use switchyard_shared::strategy::Strategy;
@@ -151,14 +151,7 @@ pub fn after_pass(
                 AfterPass::Fail(circuit_open(&record.provider, retry_after_ms))
             }
             TargetSkip::Blocked { connections } => {
-                let w = &settings.wait_for_cooldown;
-                let wait = WaitForCooldownSettings {
-                    enabled: w.enabled,
-                    max_retries: w.max_retries,
-                    max_retry_wait_ms: w.max_retry_wait_ms,
-                    budget_ms: w.budget_ms,
-                }
-                .clamped();
+                let wait = settings.wait_for_cooldown().clamped();
                 match admission::decide_direct_wait(&connections, waits, waited_ms, &wait) {
                     DirectWaitDecision::Wait { ms, .. } => AfterPass::Wait(ms),
                     DirectWaitDecision::Cooling(rej) => {
@@ -276,14 +269,7 @@ fn combo_after_pass(
             })
         })
         .collect();
-    let c = &settings.combo_cooldown_wait;
-    let wait = ComboWaitSettings {
-        enabled: c.enabled,
-        max_wait_ms: c.max_wait_ms,
-        max_attempts: c.max_attempts,
-        budget_ms: c.budget_ms,
-    }
-    .clamped();
+    let wait = settings.combo_wait().clamped();
     let decision = admission::decide_combo_wait(&locked, waits, waited_ms, now, &wait);
     match decision {
         ComboWaitDecision::Wait { ms, .. } => return AfterPass::Wait(ms),

@@ -1,78 +1,51 @@
-//! Talking to upstream providers.
+//! Talking to upstream providers: one attempt against one connection.
+//!
+//! [`attempt`] sends the client's (model-rewritten) request to a provider and reports one of
+//! three outcomes. The split is the **commit point** (RESILIENCE.md §6): until the client has
+//! been sent a byte, any failure is an [`AttemptFailure`] the routing pipeline may fail over
+//! invisibly; once a stream is committed, failures are delivered in-band and never replayed.
+//!
+//! - [`AttemptResult::Json`]: a non-stream `2xx` whose body is not an error object.
+//! - [`AttemptResult::Stream`]: a `2xx` SSE stream whose readiness gate opened (the first
+//!   content, reasoning or tool frame). Everything the upstream sent before that is held back
+//!   and handed over as the stream's prefix, byte for byte.
+//! - [`AttemptResult::Failed`]: everything before the commit point — a transport error, a
+//!   headers timeout, a non-`2xx` status, a `200` whose body or first event is an error, a
+//!   readiness timeout, an early EOF or the attempt deadline.
+//!
+//! A committed stream becomes an actix-web body with [`CommittedStream::into_body`]. It
+//! forwards upstream chunks unchanged while tapping them with the shared SSE parser and
+//! watchdogs, bridges upstream silence with keep-alive frames (actix only notices a vanished
+//! client when it writes), and reports a single [`StreamEnd`] however the stream ends —
+//! including when the client disconnects and the body is dropped, which also drops the
+//! upstream response and so cancels the upstream request.
 
+mod attempt;
+mod body;
 pub mod client;
+mod headers;
+mod request;
+mod stream;
 
-// ---- TEMPORARY interface stubs (replaced by the real implementation) ----
-use crate::clock::Clock;
+#[cfg(test)]
+mod tests;
+
+pub use attempt::{
+    AttemptFailure, AttemptResult, ERROR_BODY_READ_MS, IN_BAND_ERROR_STATUS, JsonSuccess,
+    MAX_PREFIX_BYTES, attempt,
+};
+pub use request::{AttemptRequest, endpoint_url, watch_config};
+pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, OnFinish, StreamEnd};
+
+use switchyard_shared::sse::Format;
+
 use crate::http::errors::ClientFormat;
-use crate::state::{ConnHandle, ProviderHandle};
-use actix_web::http::header::{HeaderName, HeaderValue};
-use bytes::Bytes;
-use std::sync::Arc;
-use switchyard_shared::Millis;
-use switchyard_shared::classify::TransportFailure;
-use switchyard_shared::sse::{StreamAbort, Usage, WatchConfig};
-pub struct AttemptRequest {
-    pub conn: Arc<ConnHandle>,
-    pub provider: Arc<ProviderHandle>,
-    pub client_format: ClientFormat,
-    pub body: Bytes,
-    pub stream: bool,
-    pub forward_headers: Vec<(HeaderName, HeaderValue)>,
-    pub deadline_ms: Option<Millis>,
-    pub watch: WatchConfig,
-    pub clock: Clock,
-}
-pub enum AttemptResult {
-    Json(JsonSuccess),
-    Stream(CommittedStream),
-    Failed(AttemptFailure),
-}
-pub struct JsonSuccess {
-    pub status: u16,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-    pub body: Bytes,
-    pub usage: Option<Usage>,
-}
-pub struct CommittedStream {
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-}
-impl CommittedStream {
-    pub fn into_body(
-        self,
-        _on_finish: Box<dyn FnOnce(StreamEnd) + Send>,
-    ) -> impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> + 'static {
-        futures_util::stream::empty()
+
+/// The SSE wire format of a client format (the tap parses and frames in it).
+pub fn sse_format(format: ClientFormat) -> Format {
+    match format {
+        ClientFormat::OpenAiChat => Format::OpenAiChat,
+        ClientFormat::OpenAiResponses => Format::OpenAiResponses,
+        ClientFormat::Anthropic => Format::Anthropic,
     }
-}
-pub struct StreamEnd {
-    pub completed: bool,
-    pub abort: Option<StreamAbort>,
-    pub upstream_error: Option<String>,
-    pub usage: Option<Usage>,
-    pub client_disconnected: bool,
-    pub ended_empty: bool,
-    pub bytes: u64,
-    pub duration_ms: Millis,
-}
-#[derive(Debug)]
-pub struct AttemptFailure {
-    pub status: Option<u16>,
-    pub transport: Option<TransportFailure>,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-    pub message: String,
-    pub stream_abort: Option<StreamAbort>,
-    pub elapsed_ms: Millis,
-}
-pub async fn attempt(_req: AttemptRequest) -> AttemptResult {
-    AttemptResult::Failed(AttemptFailure {
-        status: None,
-        transport: None,
-        headers: vec![],
-        body: String::new(),
-        message: String::new(),
-        stream_abort: None,
-        elapsed_ms: 0,
-    })
 }

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Rejection;
+use super::{MAX_WAITS_PER_REQUEST, Rejection, WAIT_BUDGET_MAX_MS};
 use crate::Millis;
 use crate::outcome::{FailureReason, TerminalStatus};
 
@@ -48,12 +48,12 @@ impl Default for WaitForCooldownSettings {
 impl WaitForCooldownSettings {
     /// The reference's ranges: retries 0–10, wait 0–300 000, `max_wait <= budget <= 300 000`.
     pub fn clamped(self) -> Self {
-        let max_retry_wait_ms = self.max_retry_wait_ms.min(300_000);
+        let max_retry_wait_ms = self.max_retry_wait_ms.min(WAIT_BUDGET_MAX_MS);
         Self {
             enabled: self.enabled,
-            max_retries: self.max_retries.min(10),
+            max_retries: self.max_retries.min(MAX_WAITS_PER_REQUEST),
             max_retry_wait_ms,
-            budget_ms: self.budget_ms.clamp(max_retry_wait_ms, 300_000),
+            budget_ms: self.budget_ms.clamp(max_retry_wait_ms, WAIT_BUDGET_MAX_MS),
         }
     }
 }

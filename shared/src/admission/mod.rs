@@ -41,6 +41,12 @@ pub use wait::{
     SkipGroup, combo_wait_allowed, decide_combo_wait,
 };
 
+/// The ceiling of a cooldown-aware wait and of its budget (5 minutes), for both the direct
+/// ([`WaitForCooldownSettings`]) and the combo ([`ComboWaitSettings`]) wait.
+pub const WAIT_BUDGET_MAX_MS: crate::Millis = 300_000;
+/// The most waits one request may make, direct or combo.
+pub const MAX_WAITS_PER_REQUEST: u32 = 10;
+
 /// The client-facing shape of a rejection: HTTP status, the `error.code` and the `error.type`
 /// of the OpenAI envelope. The edge maps these into the response body; the types here only
 /// decide them.

@@ -13,6 +13,8 @@
 //! cheapest possible rejection and should stay that way. Depth counts requests *waiting* in the
 //! queue, never those executing (`concurrent_requests` bounds those); `0` means unbounded.
 
+use std::ops::RangeInclusive;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -26,6 +28,25 @@ pub const MIN_WAIT_MS: Millis = 1;
 pub const MAX_WAIT_MS: Millis = 24 * 60 * 60 * 1000;
 /// Largest accepted queue depth.
 pub const MAX_QUEUE_DEPTH: u32 = 100_000;
+
+// The accepted range of every queue number. The settings layer validates the global values and
+// the per-connection overrides against these same ranges, so a value the settings accept is
+// never clamped again here.
+
+/// Accepted `requests_per_minute`.
+pub const REQUESTS_PER_MINUTE_RANGE: RangeInclusive<u32> = 1..=1_000_000;
+/// Accepted `min_time_between_requests_ms` (0–1 h).
+pub const MIN_TIME_BETWEEN_REQUESTS_RANGE_MS: RangeInclusive<Millis> = 0..=3_600_000;
+/// Accepted `concurrent_requests`.
+pub const CONCURRENT_REQUESTS_RANGE: RangeInclusive<u32> = 1..=10_000;
+/// Accepted wait and execution budgets (1 ms–24 h).
+pub const WAIT_RANGE_MS: RangeInclusive<Millis> = MIN_WAIT_MS..=MAX_WAIT_MS;
+/// Accepted `max_queue_depth` (`0` = unbounded).
+pub const QUEUE_DEPTH_RANGE: RangeInclusive<u32> = 0..=MAX_QUEUE_DEPTH;
+
+fn clamp_into<T: Ord + Copy>(value: T, range: &RangeInclusive<T>) -> T {
+    value.clamp(*range.start(), *range.end())
+}
 
 /// Effective queue settings for one connection (`[resilience.request_queue]`, then the
 /// connection's `[connections.rate_limit]` override).
@@ -63,9 +84,12 @@ impl QueueSettings {
     /// than rejected, so a bad runtime setting degrades instead of disabling the queue.
     pub fn clamped(self) -> Self {
         Self {
-            requests_per_minute: self.requests_per_minute.clamp(1, 1_000_000),
-            min_time_between_requests_ms: self.min_time_between_requests_ms.min(3_600_000),
-            concurrent_requests: self.concurrent_requests.clamp(1, 10_000),
+            requests_per_minute: clamp_into(self.requests_per_minute, &REQUESTS_PER_MINUTE_RANGE),
+            min_time_between_requests_ms: clamp_into(
+                self.min_time_between_requests_ms,
+                &MIN_TIME_BETWEEN_REQUESTS_RANGE_MS,
+            ),
+            concurrent_requests: clamp_into(self.concurrent_requests, &CONCURRENT_REQUESTS_RANGE),
             max_wait_ms: clamp_wait(self.max_wait_ms),
             execution_max_wait_ms: clamp_wait(self.execution_max_wait_ms),
             max_queue_depth: clamp_depth(self.max_queue_depth),
@@ -103,12 +127,12 @@ impl QueueSettings {
 
 /// Clamps a wait or execution budget to 1 ms–24 h.
 pub fn clamp_wait(ms: Millis) -> Millis {
-    ms.clamp(MIN_WAIT_MS, MAX_WAIT_MS)
+    clamp_into(ms, &WAIT_RANGE_MS)
 }
 
 /// Clamps a queue depth to 0–100 000 (`0` stays "unbounded").
 pub fn clamp_depth(depth: u32) -> u32 {
-    depth.min(MAX_QUEUE_DEPTH)
+    clamp_into(depth, &QUEUE_DEPTH_RANGE)
 }
 
 /// Typed queue errors. The two queue rejections are local backpressure; only

@@ -20,6 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{MAX_WAITS_PER_REQUEST, WAIT_BUDGET_MAX_MS};
 use crate::Millis;
 use crate::outcome::FailureReason;
 
@@ -146,12 +147,12 @@ impl Default for ComboWaitSettings {
 impl ComboWaitSettings {
     /// The reference's ranges: wait 0–300 000, attempts 0–10, `max_wait <= budget <= 300 000`.
     pub fn clamped(self) -> Self {
-        let max_wait_ms = self.max_wait_ms.min(300_000);
+        let max_wait_ms = self.max_wait_ms.min(WAIT_BUDGET_MAX_MS);
         Self {
             enabled: self.enabled,
             max_wait_ms,
-            max_attempts: self.max_attempts.min(10),
-            budget_ms: self.budget_ms.clamp(max_wait_ms, 300_000),
+            max_attempts: self.max_attempts.min(MAX_WAITS_PER_REQUEST),
+            budget_ms: self.budget_ms.clamp(max_wait_ms, WAIT_BUDGET_MAX_MS),
         }
     }
 }

@@ -3,79 +3,31 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Millis;
-
-/// How a combo orders its targets (meanings in the reference's combo section).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ComboStrategy {
-    #[default]
-    Priority,
-    Weighted,
-    RoundRobin,
-    FillFirst,
-    Random,
-    StrictRandom,
-    LeastUsed,
-    P2c,
-    CostOptimized,
-    LatencyOptimized,
-    ResetAware,
-    Headroom,
-    CacheOptimized,
-    Lkgp,
-}
-
-impl ComboStrategy {
-    /// Every strategy, in the order the contract lists them.
-    pub const ALL: [Self; 14] = [
-        Self::Priority,
-        Self::Weighted,
-        Self::RoundRobin,
-        Self::FillFirst,
-        Self::Random,
-        Self::StrictRandom,
-        Self::LeastUsed,
-        Self::P2c,
-        Self::CostOptimized,
-        Self::LatencyOptimized,
-        Self::ResetAware,
-        Self::Headroom,
-        Self::CacheOptimized,
-        Self::Lkgp,
-    ];
-
-    /// The kebab-case name used in the config file and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Priority => "priority",
-            Self::Weighted => "weighted",
-            Self::RoundRobin => "round-robin",
-            Self::FillFirst => "fill-first",
-            Self::Random => "random",
-            Self::StrictRandom => "strict-random",
-            Self::LeastUsed => "least-used",
-            Self::P2c => "p2c",
-            Self::CostOptimized => "cost-optimized",
-            Self::LatencyOptimized => "latency-optimized",
-            Self::ResetAware => "reset-aware",
-            Self::Headroom => "headroom",
-            Self::CacheOptimized => "cache-optimized",
-            Self::Lkgp => "lkgp",
-        }
-    }
-}
+use crate::strategy::Strategy;
 
 /// `[[combos]]`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ComboConfig {
     /// REQUIRED; clients send `{"model": "<name>"}`.
     pub name: String,
-    pub strategy: ComboStrategy,
+    /// How the targets are ordered per request; [`Strategy::COMBO_DEFAULT`] when absent.
+    pub strategy: Strategy,
     /// REQUIRED, non-empty.
     pub targets: Vec<ComboTarget>,
     /// `[combos.config]`.
     pub config: ComboOptions,
+}
+
+impl Default for ComboConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            strategy: Strategy::COMBO_DEFAULT,
+            targets: Vec::new(),
+            config: ComboOptions::default(),
+        }
+    }
 }
 
 /// One combo target: `{ target = "provider/model", weight?, connection? }`.

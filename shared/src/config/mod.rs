@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::settings::ResiliencePatch;
 
-pub use combo::{ComboConfig, ComboOptions, ComboStrategy, ComboTarget, split_provider_model};
+pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
 pub use error::{ConfigError, ConfigErrors};
 pub use provider::{
     ConnectionConfig, ConnectionRateLimit, ConnectionStrategy, ErrorRule, ProviderConfig,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Millis;
 use crate::outcome::{FailureReason, LockScope, ProviderCategory};
+use crate::strategy::Strategy;
 
 /// Wire format spoken upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -31,6 +32,20 @@ pub enum ConnectionStrategy {
     Random,
     LeastUsed,
     StrictRandom,
+}
+
+impl From<ConnectionStrategy> for Strategy {
+    /// The routing strategy that picks among the provider's connections.
+    fn from(strategy: ConnectionStrategy) -> Self {
+        match strategy {
+            ConnectionStrategy::FillFirst => Self::FillFirst,
+            ConnectionStrategy::RoundRobin => Self::RoundRobin,
+            ConnectionStrategy::P2c => Self::P2c,
+            ConnectionStrategy::Random => Self::Random,
+            ConnectionStrategy::LeastUsed => Self::LeastUsed,
+            ConnectionStrategy::StrictRandom => Self::StrictRandom,
+        }
+    }
 }
 
 /// `[[providers]]`.

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use super::{ComboOptions, ComboStrategy, ComboTarget, Config, split_provider_model};
+use super::{ComboOptions, ComboTarget, Config, split_provider_model};
+use crate::strategy::Strategy;
 
 /// One routing target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +39,7 @@ impl Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComboRoute {
     pub name: String,
-    pub strategy: ComboStrategy,
+    pub strategy: Strategy,
     pub options: ComboOptions,
     /// In file order; the combo's strategy orders them per request.
     pub targets: Vec<Target>,

@@ -35,7 +35,7 @@ pub use transition::{on_event, scaled_backoff};
 
 /// The cap on a cooldown taken from an upstream hint (30 days). Upstream hints bypass
 /// `max_cooldown_ms`; this is their only cap.
-pub const MAX_UPSTREAM_HINT_MS: Millis = 30 * 24 * 60 * 60 * 1000;
+pub use crate::outcome::MAX_UPSTREAM_HINT_MS;
 
 /// How many characters of an error message [`ConnState::last_error`] keeps.
 pub const LAST_ERROR_MAX_CHARS: usize = 100;

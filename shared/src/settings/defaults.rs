@@ -1,9 +1,24 @@
-//! Built-in defaults: exactly the values written in the config contract's `[resilience]` sections
+//! Built-in defaults: the values written in the config contract's `[resilience]` sections
 //! (which are in turn the resilience specification's defaults). The lowest precedence layer.
+//!
+//! Each number is written once. Where a policy module owns a setting, its own defaults are the
+//! contract's (`BreakerProfile::for_category`, `CooldownParams::for_category`,
+//! `ProviderCooldownParams::default`, `LockoutSettings::default`, the admission settings'
+//! `Default`s) and are mapped into the settings tree here; only the sections no policy module
+//! reads yet keep their numbers in this file. The contract test checks that the example config
+//! restates exactly these values.
 
 use std::collections::BTreeMap;
 
 use super::model::*;
+use crate::admission::{
+    ComboWaitSettings, ConcurrencySettings, QueueSettings, WaitForCooldownSettings,
+};
+use crate::breaker;
+use crate::cooldown::CooldownParams;
+use crate::lockout::LockoutSettings;
+use crate::outcome::ProviderCategory;
+use crate::provider_cooldown::ProviderCooldownParams;
 
 impl Default for ResilienceSettings {
     fn default() -> Self {
@@ -11,7 +26,9 @@ impl Default for ResilienceSettings {
             provider_breaker: ProviderBreaker::default(),
             provider_cooldown: ProviderCooldown::default(),
             connection_cooldown: ConnectionCooldown::default(),
-            stream_stall_cooldown: StreamStallCooldown { enabled: false },
+            stream_stall_cooldown: StreamStallCooldown {
+                enabled: CooldownParams::default().stream_stall_cooldown,
+            },
             model_lockout: ModelLockout::default(),
             request_queue: RequestQueue::default(),
             concurrency: Concurrency::default(),
@@ -28,127 +45,117 @@ impl Default for ResilienceSettings {
 impl Default for ProviderBreaker {
     fn default() -> Self {
         Self {
-            oauth: BreakerProfile {
-                failure_threshold: 8,
-                degradation_threshold: 5,
-                reset_timeout_ms: 60_000,
-                max_backoff_multiplier: 8,
-                backoff_escalation_count: 2,
-            },
-            apikey: BreakerProfile {
-                failure_threshold: 12,
-                degradation_threshold: 7,
-                reset_timeout_ms: 30_000,
-                max_backoff_multiplier: 4,
-                backoff_escalation_count: 3,
-            },
-            local: BreakerProfile {
-                failure_threshold: 2,
-                degradation_threshold: 0,
-                reset_timeout_ms: 15_000,
-                max_backoff_multiplier: 4,
-                backoff_escalation_count: 3,
-            },
+            oauth: breaker_default(ProviderCategory::Oauth),
+            apikey: breaker_default(ProviderCategory::Apikey),
+            local: breaker_default(ProviderCategory::Local),
         }
     }
 }
 
+/// The category's profile as the breaker defines it (the contract has no probe budget).
+fn breaker_default(category: ProviderCategory) -> BreakerProfile {
+    let breaker::BreakerProfile {
+        failure_threshold,
+        degradation_threshold,
+        reset_timeout_ms,
+        max_backoff_multiplier,
+        backoff_escalation_count,
+        half_open_requests: _,
+    } = breaker::BreakerProfile::for_category(category);
+    BreakerProfile {
+        failure_threshold,
+        degradation_threshold,
+        reset_timeout_ms,
+        max_backoff_multiplier,
+        backoff_escalation_count,
+    }
+}
+
 impl Default for ProviderCooldown {
+    /// The contract has no `local` window, so the policy's `local` default is not carried.
     fn default() -> Self {
+        let ProviderCooldownParams {
+            enabled,
+            oauth,
+            apikey,
+            local: _,
+            min_retry_cooldown_ms,
+            max_retry_cooldown_ms,
+        } = ProviderCooldownParams::default();
         Self {
-            enabled: false,
-            oauth: ProviderCooldownProfile {
-                failure_threshold: 10,
-                failure_window_ms: 900_000,
-                cooldown_ms: 300_000,
-            },
-            apikey: ProviderCooldownProfile {
-                failure_threshold: 15,
-                failure_window_ms: 1_800_000,
-                cooldown_ms: 600_000,
-            },
-            min_retry_cooldown_ms: 5000,
-            max_retry_cooldown_ms: 300_000,
+            enabled,
+            oauth: oauth.into(),
+            apikey: apikey.into(),
+            min_retry_cooldown_ms,
+            max_retry_cooldown_ms,
         }
     }
 }
 
 impl Default for ConnectionCooldown {
     fn default() -> Self {
+        let profile = |category| {
+            let params = CooldownParams::for_category(category);
+            ConnectionCooldownProfile {
+                base_cooldown_ms: params.base_cooldown_ms,
+                max_backoff_steps: params.max_backoff_steps,
+                use_upstream_retry_hints: params.use_upstream_retry_hints,
+            }
+        };
+        let shared = CooldownParams::default();
         Self {
-            oauth: ConnectionCooldownProfile {
-                base_cooldown_ms: 5000,
-                max_backoff_steps: 8,
-                use_upstream_retry_hints: false,
-            },
-            apikey: ConnectionCooldownProfile {
-                base_cooldown_ms: 3000,
-                max_backoff_steps: 5,
-                use_upstream_retry_hints: true,
-            },
-            max_cooldown_ms: 1_800_000,
-            expired_retry_max: 3,
-            request_rejected_ban_streak: 3,
+            oauth: profile(ProviderCategory::Oauth),
+            apikey: profile(ProviderCategory::Apikey),
+            max_cooldown_ms: shared.max_cooldown_ms,
+            expired_retry_max: shared.expired_retry_max,
+            request_rejected_ban_streak: shared.request_rejected_ban_streak,
         }
     }
 }
 
 impl Default for ModelLockout {
     fn default() -> Self {
-        Self {
-            enabled: false,
-            error_codes: vec![403, 404, 429, 502, 503, 504],
-            base_cooldown_ms: 120_000,
-            max_cooldown_ms: 1_800_000,
-            max_backoff_steps: 10,
-            use_exponential_backoff: true,
-        }
+        LockoutSettings::default().into()
     }
 }
 
 impl Default for RequestQueue {
     fn default() -> Self {
+        let QueueSettings {
+            requests_per_minute,
+            min_time_between_requests_ms,
+            concurrent_requests,
+            max_wait_ms,
+            execution_max_wait_ms,
+            max_queue_depth,
+        } = QueueSettings::default();
         Self {
             auto_enable_apikey_providers: true,
-            requests_per_minute: 60,
-            min_time_between_requests_ms: 350,
-            concurrent_requests: 6,
-            max_wait_ms: 30_000,
-            execution_max_wait_ms: 600_000,
-            max_queue_depth: 0,
+            requests_per_minute,
+            min_time_between_requests_ms,
+            concurrent_requests,
+            max_wait_ms,
+            execution_max_wait_ms,
+            max_queue_depth,
         }
     }
 }
 
 impl Default for Concurrency {
     fn default() -> Self {
-        Self {
-            semaphore_queue_timeout_ms: 30_000,
-            semaphore_max_queue: 20,
-            quota_share_fail_open: true,
-        }
+        ConcurrencySettings::default().into()
     }
 }
 
 impl Default for WaitForCooldown {
     fn default() -> Self {
-        Self {
-            enabled: true,
-            max_retries: 5,
-            max_retry_wait_ms: 90_000,
-            budget_ms: 300_000,
-        }
+        WaitForCooldownSettings::default().into()
     }
 }
 
 impl Default for ComboCooldownWait {
     fn default() -> Self {
-        Self {
-            enabled: true,
-            max_wait_ms: 90_000,
-            max_attempts: 5,
-            budget_ms: 300_000,
-        }
+        ComboWaitSettings::default().into()
     }
 }
 

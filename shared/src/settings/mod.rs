@@ -12,7 +12,9 @@
 //! failing startup; runtime patches, by contrast, are rejected with the offending field named
 //! ([`apply_patch`]), because the operator is there to correct them.
 //!
-//! Policy modules consume the plain parameter structs in [`params`].
+//! Policy modules take their own parameter types (`breaker::BreakerProfile`,
+//! `cooldown::CooldownParams`, `admission::QueueSettings`, …); [`params`] builds them from the
+//! effective values ([`ResilienceSettings::breaker_profile`], [`effective_queue`], …).
 
 pub mod env;
 pub mod layer;
@@ -35,10 +37,7 @@ use crate::config::Config;
 pub use env::EnvLayer;
 pub use layer::{Layer, Mode, ProviderErrorRules};
 pub use model::*;
-pub use params::{
-    BreakerParams, ConnectionCooldownParams, ProviderCooldownParams, QueueSettings,
-    effective_queue, queue_enabled,
-};
+pub use params::{effective_queue, queue_enabled};
 pub use patch::{Persisted, SettingsPatch, apply_patch};
 
 /// Where an effective value came from.

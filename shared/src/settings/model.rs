@@ -3,18 +3,30 @@
 //!
 //! The bounds follow the reference implementation's settings schema where it has one (queue waits
 //! 1 ms–24 h, depth 0–100000, model-lockout base 5 s–10 min, …) and are otherwise chosen to
-//! reject only values that are clearly typos.
+//! reject only values that are clearly typos. Where a policy module enforces a limit itself
+//! (breaker thresholds, lockout ranges, queue ranges, wait ceilings), the bound here names that
+//! module's constant, so the settings never accept a value the policy would change again.
+
+use std::ops::RangeInclusive;
 
 use super::layer::{ANY, ProviderErrorRules, section};
+use crate::admission::{MAX_WAITS_PER_REQUEST, queue};
+use crate::{breaker, lockout};
+
+pub use crate::admission::WAIT_BUDGET_MAX_MS;
 
 /// One day in milliseconds: the ceiling of most durations.
 pub const DAY_MS: u64 = 86_400_000;
 /// One hour in milliseconds.
 pub const HOUR_MS: u64 = 3_600_000;
-/// The ceiling of cooldown-aware wait budgets (5 minutes).
-pub const WAIT_BUDGET_MAX_MS: u64 = 300_000;
 /// Valid HTTP status codes.
-pub const STATUS_CODES: std::ops::RangeInclusive<u16> = 100..=599;
+pub const STATUS_CODES: RangeInclusive<u16> =
+    lockout::ERROR_CODE_RANGE.0..=lockout::ERROR_CODE_RANGE.1;
+
+const LOCKOUT_BASE_MS: RangeInclusive<u64> =
+    lockout::BASE_COOLDOWN_RANGE_MS.0..=lockout::BASE_COOLDOWN_RANGE_MS.1;
+const LOCKOUT_MAX_MS: RangeInclusive<u64> =
+    lockout::MAX_COOLDOWN_RANGE_MS.0..=lockout::MAX_COOLDOWN_RANGE_MS.1;
 
 section! {
     /// All resilience settings (`[resilience]`).
@@ -51,11 +63,11 @@ section! {
     /// One provider circuit-breaker profile.
     BreakerProfile / BreakerProfilePatch / BreakerProfileEffective {
         /// Failures that open the breaker.
-        failure_threshold: u32 => 1..=1000,
+        failure_threshold: u32 => 1..=breaker::MAX_FAILURE_THRESHOLD,
         /// Failures that mark the provider DEGRADED; 0 = derived (60 % of the threshold, rounded
         /// up). Always kept ≤ `failure_threshold − 1`.
-        degradation_threshold: u32 => 0..=1000,
-        reset_timeout_ms: u64 => 1000..=DAY_MS,
+        degradation_threshold: u32 => 0..=breaker::MAX_FAILURE_THRESHOLD,
+        reset_timeout_ms: u64 => breaker::MIN_RESET_TIMEOUT_MS..=breaker::MAX_RESET_TIMEOUT_MS,
         /// Cap of the reset escalation: `reset · 2^(cycles − escalation_count)` ≤ `reset · this`.
         max_backoff_multiplier: u32 => 1..=1000,
         /// Open cycles before the reset timeout escalates.
@@ -122,10 +134,10 @@ section! {
     ModelLockout / ModelLockoutPatch / ModelLockoutEffective {
         enabled: bool => ANY,
         error_codes: Vec<u16> => STATUS_CODES,
-        base_cooldown_ms: u64 => 5000..=600_000,
+        base_cooldown_ms: u64 => LOCKOUT_BASE_MS,
         /// Kept ≥ `base_cooldown_ms`.
-        max_cooldown_ms: u64 => 5000..=HOUR_MS,
-        max_backoff_steps: u32 => 0..=20,
+        max_cooldown_ms: u64 => LOCKOUT_MAX_MS,
+        max_backoff_steps: u32 => 0..=lockout::MAX_BACKOFF_STEPS_LIMIT,
         use_exponential_backoff: bool => ANY,
     }
 }
@@ -135,16 +147,16 @@ section! {
     RequestQueue / RequestQueuePatch / RequestQueueEffective {
         /// Throttle every active apikey connection through the queue.
         auto_enable_apikey_providers: bool => ANY,
-        requests_per_minute: u32 => 1..=1_000_000,
-        min_time_between_requests_ms: u64 => 0..=HOUR_MS,
+        requests_per_minute: u32 => queue::REQUESTS_PER_MINUTE_RANGE,
+        min_time_between_requests_ms: u64 => queue::MIN_TIME_BETWEEN_REQUESTS_RANGE_MS,
         /// Bounds the requests executing at once (queue depth counts only the waiting ones).
-        concurrent_requests: u32 => 1..=10_000,
+        concurrent_requests: u32 => queue::CONCURRENT_REQUESTS_RANGE,
         /// Queue wait budget; its timer stops when execution starts.
-        max_wait_ms: u64 => 1..=DAY_MS,
+        max_wait_ms: u64 => queue::WAIT_RANGE_MS,
         /// Execution budget after dispatch.
-        execution_max_wait_ms: u64 => 1..=DAY_MS,
+        execution_max_wait_ms: u64 => queue::WAIT_RANGE_MS,
         /// 0 = unbounded.
-        max_queue_depth: u32 => 0..=100_000,
+        max_queue_depth: u32 => queue::QUEUE_DEPTH_RANGE,
     }
 }
 
@@ -161,7 +173,7 @@ section! {
     /// Waiting for a cooldown on direct requests (`[resilience.wait_for_cooldown]`).
     WaitForCooldown / WaitForCooldownPatch / WaitForCooldownEffective {
         enabled: bool => ANY,
-        max_retries: u32 => 0..=10,
+        max_retries: u32 => 0..=MAX_WAITS_PER_REQUEST,
         max_retry_wait_ms: u64 => 0..=WAIT_BUDGET_MAX_MS,
         /// Kept ≥ `max_retry_wait_ms`.
         budget_ms: u64 => 0..=WAIT_BUDGET_MAX_MS,
@@ -173,7 +185,7 @@ section! {
     ComboCooldownWait / ComboCooldownWaitPatch / ComboCooldownWaitEffective {
         enabled: bool => ANY,
         max_wait_ms: u64 => 0..=WAIT_BUDGET_MAX_MS,
-        max_attempts: u32 => 0..=10,
+        max_attempts: u32 => 0..=MAX_WAITS_PER_REQUEST,
         /// Kept ≥ `max_wait_ms`.
         budget_ms: u64 => 0..=WAIT_BUDGET_MAX_MS,
     }

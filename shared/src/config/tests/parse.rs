@@ -84,7 +84,7 @@ fn closed_sets_reject_unknown_names() {
 
 #[test]
 fn every_combo_strategy_and_connection_strategy_parses() {
-    for strategy in crate::config::ComboStrategy::ALL {
+    for strategy in crate::strategy::Strategy::ALL {
         let source = BASE.replace(
             "strategy = \"weighted\"",
             &format!("strategy = \"{}\"", strategy.as_str()),
@@ -104,8 +104,23 @@ fn every_combo_strategy_and_connection_strategy_parses() {
             "id = \"openai\"\n",
             &format!("id = \"openai\"\nconnection_strategy = \"{name}\"\n"),
         );
-        Config::from_toml_str(&source).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let config = Config::from_toml_str(&source).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let openai = config.providers.iter().find(|p| p.id == "openai");
+        let strategy = openai.map(|p| crate::strategy::Strategy::from(p.connection_strategy));
+        assert_eq!(
+            strategy.map(|s| s.as_str()),
+            Some(name),
+            "same name as routing strategy"
+        );
     }
+    assert_eq!(
+        crate::strategy::Strategy::from(crate::config::ConnectionStrategy::default()),
+        crate::strategy::Strategy::CONNECTION_DEFAULT
+    );
+    assert_eq!(
+        crate::config::ComboConfig::default().strategy,
+        crate::strategy::Strategy::COMBO_DEFAULT
+    );
 }
 
 #[test]

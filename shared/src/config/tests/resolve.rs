@@ -1,7 +1,8 @@
 //! Model resolution: provider/model, combos, bare ids (unique and ambiguous), unknown names.
 
 use super::base;
-use crate::config::{ComboStrategy, ModelIndex, ResolveError, Resolved, glob_match, resolve_model};
+use crate::config::{ModelIndex, ResolveError, Resolved, glob_match, resolve_model};
+use crate::strategy::Strategy;
 
 fn direct(resolved: Result<Resolved, ResolveError>) -> (String, String) {
     match resolved {
@@ -36,7 +37,7 @@ fn combo_name_gives_its_targets() {
     let Ok(Resolved::Combo(combo)) = resolve_model(&base(), "mix") else {
         panic!("mix is a combo");
     };
-    assert_eq!(combo.strategy, ComboStrategy::Weighted);
+    assert_eq!(combo.strategy, Strategy::Weighted);
     let summary: Vec<_> = combo
         .targets
         .iter()

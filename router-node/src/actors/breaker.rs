@@ -1,0 +1,295 @@
+//! The provider breaker actor: owner of one provider's breaker and supervisor of its
+//! connection actors.
+//!
+//! The breaker state machine is pure (`switchyard_shared::breaker`); this actor feeds it the
+//! observations and probe requests of the provider's requests, logs the transitions it reports
+//! and publishes a [`BreakerSnapshot`] after every message, so the hot path decides "closed,
+//! open until T, or ask for a probe" from an `ArcSwap` load. Probe leases live only here, which
+//! is what makes HALF_OPEN admit exactly its probe budget however many workers ask at once.
+//!
+//! Supervision is built here because actix's `Supervisor` only restarts an actor that *stops*;
+//! a panic in a handler kills the actor for good. Each child carries a death notice whose
+//! `Drop` reports to this actor, including while unwinding. A child that died in a panic is
+//! restarted with the same `Arc<ConnHandle>`, seeded from the handle's last snapshot, at most
+//! [`MAX_RESTARTS_PER_WINDOW`] times per [`RESTART_WINDOW`]. A child that was dropped without a
+//! panic is not restarted: that only happens when its arbiter shuts down, and restarting then
+//! would loop.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use actix::dev::channel::AddressReceiver;
+use actix::{Actor, Addr, AsyncContext, Context, Handler, MessageResult, Recipient, Running};
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::{Breaker, BreakerEffect, BreakerProfile};
+
+use super::ActorStats;
+use super::connection::ConnectionActor;
+use super::messages::{
+    AdmitProbe, BreakerObserve, ChildStopped, GetBreakerStatus, GetTransitionCount, ReleaseProbe,
+    ResetBreaker,
+};
+use super::params::ConnActorParams;
+use crate::state::{BreakerSnapshot, ConnHandle, ProviderHandle};
+
+/// Mailbox capacity of a breaker actor. It aggregates the breaker observations of all of its
+/// provider's connections, hence more than a connection actor.
+pub const BREAKER_MAILBOX_CAPACITY: usize = 1024;
+
+/// Restarts allowed per child within [`RESTART_WINDOW`]; beyond that the child stays stopped
+/// (a crash loop would only burn the control-plane thread) and the hot path counts its
+/// observations as dropped.
+pub const MAX_RESTARTS_PER_WINDOW: usize = 10;
+
+/// The sliding window of the restart budget.
+pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
+
+/// A supervised connection actor.
+struct Child {
+    handle: Arc<ConnHandle>,
+    params: ConnActorParams,
+    /// The running actor (`None` before `started()` and once given up).
+    addr: Option<Addr<ConnectionActor>>,
+    /// A mailbox created before this actor ran (see `start_actors`), so the handle had an
+    /// address at once; the first start consumes it.
+    mailbox: Option<AddressReceiver<ConnectionActor>>,
+    /// Number of the current start; death notices of older ones are ignored.
+    incarnation: u64,
+    /// Restart instants within the window, oldest first.
+    restarts: VecDeque<Instant>,
+}
+
+impl Child {
+    /// Runs a new incarnation on the current arbiter and returns its address.
+    fn start(&mut self, supervisor: Recipient<ChildStopped>) -> Addr<ConnectionActor> {
+        self.incarnation += 1;
+        let actor = ConnectionActor::new(self.handle.clone(), self.params.clone())
+            .supervised_by(supervisor, self.incarnation);
+        let ctx = match self.mailbox.take() {
+            Some(rx) => Context::with_receiver(rx),
+            None => Context::new(),
+        };
+        let addr = ctx.run(actor);
+        self.addr = Some(addr.clone());
+        addr
+    }
+}
+
+/// Owner of one provider's breaker; supervisor of its connection actors.
+pub struct ProviderBreakerActor {
+    provider: Arc<ProviderHandle>,
+    breaker: Breaker,
+    children: Vec<Child>,
+    stats: Arc<ActorStats>,
+    /// Transitions applied since start (history entries, `probe-expired` included).
+    transitions: u64,
+    stopping: bool,
+}
+
+impl ProviderBreakerActor {
+    /// A CLOSED breaker with no children yet.
+    pub fn new(
+        provider: Arc<ProviderHandle>,
+        profile: BreakerProfile,
+        stats: Arc<ActorStats>,
+    ) -> Self {
+        Self {
+            provider,
+            breaker: Breaker::new(profile),
+            children: Vec::new(),
+            stats,
+            transitions: 0,
+            stopping: false,
+        }
+    }
+
+    /// Adds a connection to supervise; its actor starts with this actor. When `mailbox` is
+    /// given, the handle already holds an address of it and messages sent there are kept.
+    pub(super) fn with_child(
+        mut self,
+        handle: Arc<ConnHandle>,
+        params: ConnActorParams,
+        mailbox: Option<AddressReceiver<ConnectionActor>>,
+    ) -> Self {
+        self.children.push(Child {
+            handle,
+            params,
+            addr: None,
+            mailbox,
+            incarnation: 0,
+            restarts: VecDeque::new(),
+        });
+        self
+    }
+
+    /// Logs and counts the breaker's transitions.
+    fn apply(&mut self, effects: Vec<BreakerEffect>) {
+        for BreakerEffect::Transition(t) in effects {
+            self.transitions += 1;
+            tracing::info!(
+                provider = &*self.provider.id,
+                from = t.from.as_str(),
+                to = t.to.as_str(),
+                reason = t.reason.as_str(),
+                failure_count = t.failure_count,
+                "breaker transition"
+            );
+        }
+    }
+
+    /// Publishes the breaker as of `at` when the readers' view differs.
+    fn publish(&self, at: Millis) {
+        let next = BreakerSnapshot {
+            view: self.breaker.view(at),
+            failure_count: self.breaker.failure_count(),
+        };
+        if **self.provider.breaker.load() != next {
+            self.provider.breaker.store(Arc::new(next));
+        }
+    }
+}
+
+impl Actor for ProviderBreakerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(BREAKER_MAILBOX_CAPACITY);
+        let supervisor: Recipient<ChildStopped> = ctx.address().recipient();
+        for child in &mut self.children {
+            let had_mailbox = child.mailbox.is_some();
+            let addr = child.start(supervisor.clone());
+            if !had_mailbox {
+                child.handle.actor.store(Some(Arc::new(addr)));
+            }
+        }
+    }
+
+    fn stopping(&mut self, _: &mut Self::Context) -> Running {
+        self.stopping = true;
+        Running::Stop
+    }
+}
+
+impl Handler<BreakerObserve> for ProviderBreakerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: BreakerObserve, _: &mut Self::Context) {
+        let effects = self.breaker.on_outcome(msg.generation, msg.outcome, msg.at);
+        self.apply(effects);
+        self.publish(msg.at);
+    }
+}
+
+impl Handler<AdmitProbe> for ProviderBreakerActor {
+    type Result = MessageResult<AdmitProbe>;
+
+    fn handle(&mut self, msg: AdmitProbe, _: &mut Self::Context) -> Self::Result {
+        let (admission, effects) = self.breaker.admit(msg.at);
+        self.apply(effects);
+        self.publish(msg.at);
+        MessageResult(admission)
+    }
+}
+
+impl Handler<ReleaseProbe> for ProviderBreakerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReleaseProbe, _: &mut Self::Context) {
+        self.breaker.release_probe(msg.generation, msg.at);
+        self.publish(msg.at);
+    }
+}
+
+impl Handler<ResetBreaker> for ProviderBreakerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ResetBreaker, _: &mut Self::Context) {
+        let effects = self.breaker.reset(msg.at);
+        self.apply(effects);
+        self.publish(msg.at);
+    }
+}
+
+impl Handler<GetBreakerStatus> for ProviderBreakerActor {
+    type Result = MessageResult<GetBreakerStatus>;
+
+    fn handle(&mut self, msg: GetBreakerStatus, _: &mut Self::Context) -> Self::Result {
+        let (status, effects) = self.breaker.status(msg.at);
+        self.apply(effects);
+        self.publish(msg.at);
+        MessageResult(status)
+    }
+}
+
+impl Handler<GetTransitionCount> for ProviderBreakerActor {
+    type Result = u64;
+
+    fn handle(&mut self, _: GetTransitionCount, _: &mut Self::Context) -> u64 {
+        self.transitions
+    }
+}
+
+impl Handler<ChildStopped> for ProviderBreakerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ChildStopped, ctx: &mut Self::Context) {
+        let provider = &*self.provider.id;
+        let Some(child) = self
+            .children
+            .iter_mut()
+            .find(|child| child.handle.idx == msg.conn_idx)
+        else {
+            return;
+        };
+        let handle = child.handle.clone();
+        let connection = &*handle.id;
+        if msg.incarnation != child.incarnation {
+            tracing::debug!(
+                provider,
+                connection,
+                incarnation = msg.incarnation,
+                "stale death notice"
+            );
+            return;
+        }
+        if !msg.panicked || self.stopping {
+            tracing::debug!(provider, connection, "connection actor stopped");
+            child.addr = None;
+            return;
+        }
+        let now = Instant::now();
+        while child
+            .restarts
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= RESTART_WINDOW)
+        {
+            child.restarts.pop_front();
+        }
+        if child.restarts.len() >= MAX_RESTARTS_PER_WINDOW {
+            tracing::error!(
+                provider,
+                connection,
+                restarts = child.restarts.len(),
+                "connection actor keeps panicking; leaving it stopped"
+            );
+            child.addr = None;
+            child.handle.actor.store(None);
+            self.stats
+                .restarts_exhausted
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        child.restarts.push_back(now);
+        let addr = child.start(ctx.address().recipient());
+        child.handle.actor.store(Some(Arc::new(addr)));
+        self.stats.restarts.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            provider,
+            connection,
+            incarnation = child.incarnation,
+            "restarted connection actor after a panic"
+        );
+    }
+}

@@ -1,0 +1,371 @@
+//! The connection actor: sole writer of one connection's resilience state.
+//!
+//! Requests never wait for it. They read the [`ConnSnapshot`] it publishes and `try_send` it
+//! the rare observations that change something (a failure, the first success after one), so
+//! every handler here is synchronous: apply the pure policy from `switchyard-shared`, publish,
+//! return. Holding no await points means there is no interleaving to reason about and a handler
+//! can never stall the mailbox behind I/O.
+//!
+//! The actor keeps no state the handle does not also have: it is seeded from the handle's last
+//! published snapshot, so when its supervisor restarts it after a panic, nothing is lost except
+//! the observations that were still queued in the dead mailbox.
+//!
+//! Time comes with the messages (`at`, on the node's monotonic clock). The one timer, lockout
+//! pruning, estimates the node's time from the latest `at` it has seen plus the real time
+//! elapsed since; that estimate never runs ahead of the node clock, so pruning is at worst a
+//! little late, never early.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::{Actor, AsyncContext, Context, Handler, MessageResult, Recipient};
+use switchyard_shared::Millis;
+use switchyard_shared::cooldown::{self, ConnEvent, ConnState, Effect};
+use switchyard_shared::lockout::{LockoutScope, LockoutTable, ModelRef};
+
+use super::messages::{
+    ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic, ObserveFailure,
+    ObserveSuccess, PruneLockouts, Reinstate, SetRateLimitProtection,
+};
+use super::params::ConnActorParams;
+use crate::state::{ConnHandle, ConnSnapshot};
+
+/// Mailbox capacity of a connection actor. Observations beyond it are dropped (and counted) by
+/// the hot path rather than queued without bound.
+pub const MAILBOX_CAPACITY: usize = 256;
+
+/// How often expired lockouts that can no longer escalate are dropped. They already read as
+/// unlocked, but while any entry exists every success on the connection is reported, so they
+/// should not linger long.
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Tells the supervisor that this actor is gone. It lives inside the actor, so its `Drop` runs
+/// whenever the actor is dropped: after a normal stop, when the arbiter shuts down, and while
+/// unwinding from a panic in a handler (actix catches nothing; tokio contains the panic and
+/// drops the task), which is the case actix's own `Supervisor` misses.
+struct DeathNotice {
+    supervisor: Recipient<ChildStopped>,
+    conn_idx: usize,
+    incarnation: u64,
+}
+
+impl Drop for DeathNotice {
+    fn drop(&mut self) {
+        // `do_send` never blocks and ignores a closed mailbox (the supervisor may be gone too
+        // during shutdown). Deaths are rare, so the unbounded queueing is harmless.
+        self.supervisor.do_send(ChildStopped {
+            conn_idx: self.conn_idx,
+            incarnation: self.incarnation,
+            panicked: std::thread::panicking(),
+        });
+    }
+}
+
+/// The latest node time this actor has seen, and when it saw it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TimeBase {
+    at: Millis,
+    seen: Instant,
+}
+
+impl TimeBase {
+    pub(super) fn new(at: Millis) -> Self {
+        Self {
+            at,
+            seen: Instant::now(),
+        }
+    }
+
+    /// The later of this base and a newly seen `at`.
+    pub(super) fn advance(self, at: Millis) -> Self {
+        if at > self.now() { Self::new(at) } else { self }
+    }
+
+    /// `at` plus the real time since: at most the node clock's reading now, because `at` was
+    /// read before the message was sent.
+    pub(super) fn now(&self) -> Millis {
+        let elapsed = u64::try_from(self.seen.elapsed().as_millis()).unwrap_or(Millis::MAX);
+        self.at.saturating_add(elapsed)
+    }
+}
+
+/// Sole writer of one connection's resilience state (cooldown, terminal status, model
+/// lockouts, the rate-limit-protection toggle).
+pub struct ConnectionActor {
+    handle: Arc<ConnHandle>,
+    params: ConnActorParams,
+    state: ConnState,
+    lockouts: LockoutTable,
+    rate_limit_protection: Option<bool>,
+    epoch: u64,
+    /// `None` until a message with a time arrives (after a restart too): no pruning before.
+    time: Option<TimeBase>,
+    _death_notice: Option<DeathNotice>,
+}
+
+impl ConnectionActor {
+    /// An unsupervised actor seeded from the handle's current snapshot.
+    pub fn new(handle: Arc<ConnHandle>, params: ConnActorParams) -> Self {
+        let snapshot = handle.snapshot.load_full();
+        Self {
+            params,
+            state: snapshot.state.clone(),
+            lockouts: snapshot.lockouts.clone(),
+            rate_limit_protection: snapshot.rate_limit_protection,
+            epoch: snapshot.epoch,
+            handle,
+            time: None,
+            _death_notice: None,
+        }
+    }
+
+    /// Reports this actor's death to `supervisor` as start number `incarnation`.
+    pub fn supervised_by(mut self, supervisor: Recipient<ChildStopped>, incarnation: u64) -> Self {
+        self._death_notice = Some(DeathNotice {
+            supervisor,
+            conn_idx: self.handle.idx,
+            incarnation,
+        });
+        self
+    }
+
+    /// Moves the time base forward when `at` is later than the current estimate.
+    fn note_time(&mut self, at: Millis) {
+        self.time = Some(match self.time {
+            Some(time) => time.advance(at),
+            None => TimeBase::new(at),
+        });
+    }
+
+    /// Publishes the current state as a new snapshot with the next epoch.
+    fn publish(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.handle.publish(ConnSnapshot {
+            epoch: self.epoch,
+            state: self.state.clone(),
+            lockouts: self.lockouts.clone(),
+            rate_limit_protection: self.rate_limit_protection,
+        });
+    }
+
+    /// Applies a cooldown event; returns whether the state changed.
+    fn apply(&mut self, event: &ConnEvent, at: Millis) -> bool {
+        self.note_time(at);
+        let (next, effects) = cooldown::on_event(&self.state, event, &self.params.cooldown, at);
+        self.log_effects(&effects);
+        let changed = next != self.state;
+        self.state = next;
+        changed
+    }
+
+    fn log_effects(&self, effects: &[Effect]) {
+        let connection = &*self.handle.id;
+        for effect in effects {
+            match effect {
+                Effect::BecameTerminal(status) => {
+                    tracing::warn!(
+                        connection,
+                        status = status.as_str(),
+                        "connection became terminal"
+                    );
+                }
+                Effect::Reinstated(status) => {
+                    tracing::info!(connection, was = status.as_str(), "connection reinstated");
+                }
+                Effect::CooldownSet {
+                    until,
+                    level,
+                    reason,
+                } => {
+                    tracing::debug!(
+                        connection,
+                        until,
+                        level,
+                        reason = reason.as_str(),
+                        "cooldown set"
+                    );
+                }
+                other => tracing::trace!(connection, effect = ?other, "cooldown effect"),
+            }
+        }
+    }
+
+    /// Clears the cooldown, error fields and every lockout; never a terminal state.
+    fn operator_clear(&mut self, at: Millis) -> ClearResult {
+        if cooldown::is_terminal(&self.state) {
+            return ClearResult::SkippedTerminal;
+        }
+        let state_changed = self.apply(&ConnEvent::OperatorClear, at);
+        let lockouts_cleared = self.lockouts.len();
+        if lockouts_cleared > 0 {
+            self.lockouts = LockoutTable::new();
+        }
+        if !state_changed && lockouts_cleared == 0 {
+            return ClearResult::Unchanged;
+        }
+        tracing::info!(
+            connection = &*self.handle.id,
+            lockouts_cleared,
+            "cooldown cleared by operator"
+        );
+        self.publish();
+        ClearResult::Cleared { lockouts_cleared }
+    }
+
+    /// Drops lockout entries that expired and can no longer escalate; publishes if any went.
+    fn prune(&mut self, now: Millis) -> usize {
+        if self.lockouts.is_empty() {
+            return 0;
+        }
+        let pruned = self.lockouts.prune_expired(now);
+        if pruned > 0 {
+            self.publish();
+        }
+        pruned
+    }
+}
+
+impl Actor for ConnectionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.run_interval(PRUNE_INTERVAL, |actor, _| {
+            if let Some(time) = actor.time {
+                actor.prune(time.now());
+            }
+        });
+    }
+}
+
+impl Handler<ObserveFailure> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ObserveFailure, _: &mut Self::Context) {
+        let ObserveFailure {
+            observation,
+            lockout,
+            at,
+            ..
+        } = msg;
+        let mut changed = self.apply(&ConnEvent::Failure(observation), at);
+        if let Some((key, mut failure)) = lockout {
+            if failure.reset_after_ms == 0 {
+                failure.reset_after_ms = self.params.lockout_reset_after_ms;
+            }
+            changed |= self
+                .lockouts
+                .record_failure(key, failure, &self.params.lockout, at)
+                .is_some();
+        }
+        if changed {
+            self.publish();
+        }
+    }
+}
+
+impl Handler<ObserveSuccess> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ObserveSuccess, _: &mut Self::Context) {
+        let mut changed = self.apply(&ConnEvent::Success, msg.at);
+        if !self.lockouts.is_empty() {
+            // The message carries no quota family, so only the exact model's entry decays; a
+            // family lock runs out on its own (or on an operator clear).
+            let model = ModelRef {
+                provider: &self.handle.config.provider,
+                connection: &self.handle.id,
+                model: &msg.model,
+                family: None,
+                per_model_quota: false,
+            };
+            // An existing entry has a count of at least 1, so decaying it always changes it.
+            changed |= self.lockouts.get(&model.key(LockoutScope::Model)).is_some();
+            self.lockouts.decay_model(&model);
+        }
+        if changed {
+            self.publish();
+        }
+    }
+}
+
+impl Handler<ClearCooldown> for ConnectionActor {
+    type Result = MessageResult<ClearCooldown>;
+
+    fn handle(&mut self, msg: ClearCooldown, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.operator_clear(msg.at))
+    }
+}
+
+impl Handler<Reinstate> for ConnectionActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: Reinstate, _: &mut Self::Context) -> bool {
+        let was_terminal = cooldown::is_terminal(&self.state);
+        if self.apply(&ConnEvent::Reinstate, msg.at) {
+            self.publish();
+        }
+        was_terminal
+    }
+}
+
+impl Handler<ClearLockouts> for ConnectionActor {
+    type Result = usize;
+
+    fn handle(&mut self, msg: ClearLockouts, _: &mut Self::Context) -> usize {
+        self.note_time(msg.at);
+        let cleared = match msg.model.as_deref() {
+            None => {
+                let all = self.lockouts.len();
+                self.lockouts = LockoutTable::new();
+                all
+            }
+            Some(model) => self
+                .lockouts
+                .clear(&self.handle.config.provider, None, Some(model)),
+        };
+        if cleared > 0 {
+            self.publish();
+        }
+        cleared
+    }
+}
+
+impl Handler<SetRateLimitProtection> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetRateLimitProtection, _: &mut Self::Context) {
+        if self.rate_limit_protection != msg.0 {
+            self.rate_limit_protection = msg.0;
+            self.publish();
+        }
+    }
+}
+
+impl Handler<PruneLockouts> for ConnectionActor {
+    type Result = usize;
+
+    fn handle(&mut self, msg: PruneLockouts, _: &mut Self::Context) -> usize {
+        self.note_time(msg.at);
+        self.prune(msg.at)
+    }
+}
+
+impl Handler<InjectPanic> for ConnectionActor {
+    type Result = ();
+
+    // Panicking is the whole point of this test hook: it proves that the breaker actor restarts
+    // a connection actor that died in a handler, with its state intact.
+    #[allow(clippy::panic)]
+    fn handle(&mut self, _: InjectPanic, _: &mut Self::Context) {
+        // actix drains the mailbox once more while it drops a dead actor; a second panic
+        // during that unwinding would abort the process.
+        if std::thread::panicking() {
+            return;
+        }
+        panic!(
+            "injected panic in the actor of connection {}",
+            self.handle.id
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! One attempt, up to the commit point.
+//!
+//! Decisions:
+//! - **Timeouts.** The connect timeout lives on the connection's client. The headers timeout
+//!   (`timeouts.headers_ms`, `0` = none) bounds `send()`. The attempt deadline bounds
+//!   everything: headers, a JSON body, the readiness gate, and the committed stream after it.
+//!   A JSON body is additionally bounded by the idle gap between chunks (`watch.idle_ms`);
+//!   an error body by a fixed [`ERROR_BODY_READ_MS`] too, since nobody waits for it.
+//! - **A `2xx` that carries an error** (a top-level `error` object or Anthropic's
+//!   `{"type":"error"}` body, or an error event before any content in a stream) is reported
+//!   as status `502` with [`AttemptFailure::in_band_error`] set: the transfer worked but the
+//!   answer is the upstream's failure, which is what a gateway calls a bad gateway, and it
+//!   makes the pipeline fail over. The body keeps the upstream's own error text, so the text
+//!   rules of classification (rate limit, overloaded …) still see it.
+//! - **A stream request answered with JSON** is read as an error body: an error object
+//!   fails as above, anything else fails as `STREAM_EARLY_EOF` (no event ever came).
+//! - **Readiness buffer.** Chunks before the first content frame are held back, up to
+//!   [`MAX_PREFIX_BYTES`]. An upstream that sends more than that without content is
+//!   committed anyway (memory stays bounded); its readiness deadline keeps running after the
+//!   commit and then ends the stream in-band.
+//! - **Errors of reqwest** map to [`TransportFailure`]: a timeout is `Timeout` (connect
+//!   timeouts included), a connect failure `ConnectRefused`, anything else on the wire
+//!   `ConnectionReset`. A request that cannot even be built (bad base URL, an API key that is
+//!   not a header value) is `ConnectRefused`: this connection cannot be used as configured.
+
+use actix_web::http::header::{HeaderName, HeaderValue};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use switchyard_shared::Millis;
+use switchyard_shared::classify::TransportFailure;
+use switchyard_shared::sse::{
+    EventKind, ReadinessState, SseItem, SseParser, StreamAbort, StreamWatch, Usage, inspect_item,
+};
+
+use super::body::{self, MAX_ERROR_BODY_BYTES, MAX_JSON_BODY_BYTES, ReadLimits, ReadStop};
+use super::headers;
+use super::request::{self, AttemptRequest};
+use super::sse_format;
+use super::stream::{CommittedStream, LiveStream, UpstreamBody};
+use crate::clock::Clock;
+
+/// An error body is read for at most this long (bounded by the deadline too).
+pub const ERROR_BODY_READ_MS: Millis = 10_000;
+/// The readiness gate holds back at most this many bytes.
+pub const MAX_PREFIX_BYTES: usize = 8 << 20;
+/// The status reported for a `2xx` whose body or first event is an error.
+pub const IN_BAND_ERROR_STATUS: u16 = 502;
+
+/// What one attempt produced.
+#[derive(Debug)]
+pub enum AttemptResult {
+    /// A non-stream `2xx` answer.
+    Json(JsonSuccess),
+    /// A `2xx` stream past its readiness gate: the commit point.
+    Stream(CommittedStream),
+    /// Anything before the commit point; the pipeline may fail over.
+    Failed(AttemptFailure),
+}
+
+/// A complete non-stream answer.
+#[derive(Debug)]
+pub struct JsonSuccess {
+    pub status: u16,
+    /// Only headers safe for the client (content type, request ids, rate limits).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+    pub usage: Option<Usage>,
+    pub elapsed_ms: Millis,
+}
+
+/// Why an attempt failed before the commit point.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptFailure {
+    /// The upstream status ([`IN_BAND_ERROR_STATUS`] for a `2xx` carrying an error), or
+    /// `None` for transport failures.
+    pub status: Option<u16>,
+    pub transport: Option<TransportFailure>,
+    /// Lower-cased names; retry, rate-limit and fallback-hint headers only.
+    pub headers: Vec<(String, String)>,
+    /// The upstream error body (or error event data), lossy UTF-8, at most 64 KiB. For
+    /// classification only: never forward it to the client verbatim.
+    pub body: String,
+    /// A short description for logs and diagnostics.
+    pub message: String,
+    pub stream_abort: Option<StreamAbort>,
+    /// The upstream answered `2xx` but its body or first event was an error.
+    pub in_band_error: bool,
+    pub elapsed_ms: Millis,
+}
+
+/// Runs one attempt. Never panics; every outcome is a value.
+pub async fn attempt(req: AttemptRequest) -> AttemptResult {
+    let clock = req.clock;
+    let started = clock.now();
+    let failed = |f: AttemptFailure| {
+        AttemptResult::Failed(AttemptFailure {
+            elapsed_ms: clock.now().saturating_sub(started),
+            ..f
+        })
+    };
+    let builder = match request::build(&req) {
+        Ok(builder) => builder,
+        Err(why) => return failed(transport(TransportFailure::ConnectRefused, why.to_owned())),
+    };
+
+    let headers_ms = req.provider.config.timeouts.headers_ms;
+    let headers_at = (headers_ms > 0).then(|| started.saturating_add(headers_ms));
+    let limit = body::min_opt(headers_at, req.deadline_ms);
+    let sent = match limit {
+        Some(at) => tokio::time::timeout_at(clock.instant_at(at).into(), builder.send())
+            .await
+            .ok(),
+        None => Some(builder.send().await),
+    };
+    let mut resp = match sent {
+        Some(Ok(resp)) => resp,
+        Some(Err(e)) => return failed(from_reqwest(&e)),
+        None if req.deadline_ms == limit => {
+            return failed(transport(TransportFailure::Timeout, deadline_message()));
+        }
+        None => {
+            let message = format!("no response headers within {headers_ms} ms");
+            return failed(transport(TransportFailure::Timeout, message));
+        }
+    };
+
+    let status = resp.status().as_u16();
+    if !resp.status().is_success() {
+        return failed(error_status(&mut resp, &req, status).await);
+    }
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+    if !req.stream {
+        return match json_success(&mut resp, &req, status).await {
+            Ok(mut ok) => {
+                ok.elapsed_ms = clock.now().saturating_sub(started);
+                AttemptResult::Json(ok)
+            }
+            Err(f) => failed(f),
+        };
+    }
+    if is_json {
+        return failed(json_instead_of_stream(&mut resp, &req).await);
+    }
+    match readiness_gate(resp, &req, started).await {
+        Ok(committed) => AttemptResult::Stream(committed),
+        Err(f) => failed(f),
+    }
+}
+
+fn transport(kind: TransportFailure, message: String) -> AttemptFailure {
+    AttemptFailure {
+        transport: Some(kind),
+        message,
+        ..AttemptFailure::default()
+    }
+}
+
+fn deadline_message() -> String {
+    "attempt deadline exceeded".to_owned()
+}
+
+/// Maps a reqwest error to a transport failure with a short message (never the URL, which
+/// reqwest's `Display` would include).
+fn from_reqwest(e: &reqwest::Error) -> AttemptFailure {
+    let (kind, message) = if e.is_timeout() {
+        let what = if e.is_connect() {
+            "connect timeout"
+        } else {
+            "upstream timeout"
+        };
+        (TransportFailure::Timeout, what)
+    } else if e.is_connect() {
+        (TransportFailure::ConnectRefused, "connect refused")
+    } else if e.is_builder() {
+        (TransportFailure::ConnectRefused, "invalid upstream request")
+    } else if e.is_body() || e.is_decode() {
+        (
+            TransportFailure::ConnectionReset,
+            "upstream body read failed",
+        )
+    } else {
+        (TransportFailure::ConnectionReset, "connection reset")
+    };
+    transport(kind, message.to_owned())
+}
+
+fn from_read_stop(stop: ReadStop, what: &str) -> AttemptFailure {
+    match stop {
+        ReadStop::TooLarge => AttemptFailure {
+            status: Some(IN_BAND_ERROR_STATUS),
+            message: format!("{what} exceeds {MAX_JSON_BODY_BYTES} bytes"),
+            ..AttemptFailure::default()
+        },
+        ReadStop::Deadline => transport(TransportFailure::Timeout, deadline_message()),
+        ReadStop::Idle { after_ms } => transport(
+            TransportFailure::IdleTimeout,
+            format!("{what} idle for {after_ms} ms"),
+        ),
+        ReadStop::Transport(e) => from_reqwest(&e),
+    }
+}
+
+/// A non-`2xx` answer: its status, classification headers and (bounded) body. A body read
+/// that fails keeps what arrived; the status is what matters.
+async fn error_status(
+    resp: &mut reqwest::Response,
+    req: &AttemptRequest,
+    status: u16,
+) -> AttemptFailure {
+    let kept = headers::for_classification(resp.headers());
+    let body = read_error_body(resp, req).await;
+    AttemptFailure {
+        status: Some(status),
+        headers: kept,
+        body,
+        message: format!("HTTP {status}"),
+        ..AttemptFailure::default()
+    }
+}
+
+async fn read_error_body(resp: &mut reqwest::Response, req: &AttemptRequest) -> String {
+    let ceiling = req.clock.now().saturating_add(ERROR_BODY_READ_MS);
+    let limits = ReadLimits {
+        cap: MAX_ERROR_BODY_BYTES,
+        truncate: true,
+        until: body::min_opt(Some(ceiling), req.deadline_ms),
+        idle_ms: req.watch.idle_ms,
+    };
+    let (bytes, _) = body::read_body(resp, limits, &req.clock).await;
+    body::lossy_prefix(&bytes, MAX_ERROR_BODY_BYTES)
+}
+
+fn in_band(status_headers: Vec<(String, String)>, body: String, message: &str) -> AttemptFailure {
+    AttemptFailure {
+        status: Some(IN_BAND_ERROR_STATUS),
+        headers: status_headers,
+        body,
+        message: message.to_owned(),
+        in_band_error: true,
+        ..AttemptFailure::default()
+    }
+}
+
+async fn json_success(
+    resp: &mut reqwest::Response,
+    req: &AttemptRequest,
+    status: u16,
+) -> Result<JsonSuccess, AttemptFailure> {
+    let limits = ReadLimits {
+        cap: MAX_JSON_BODY_BYTES,
+        truncate: false,
+        until: req.deadline_ms,
+        idle_ms: req.watch.idle_ms,
+    };
+    let (bytes, stop) = body::read_body(resp, limits, &req.clock).await;
+    if let Some(stop) = stop {
+        return Err(AttemptFailure {
+            headers: headers::for_classification(resp.headers()),
+            ..from_read_stop(stop, "response body")
+        });
+    }
+    let probe = body::probe_json(&bytes);
+    if probe.is_error {
+        return Err(in_band(
+            headers::for_classification(resp.headers()),
+            body::lossy_prefix(&bytes, MAX_ERROR_BODY_BYTES),
+            &format!("HTTP {status} with an error body"),
+        ));
+    }
+    Ok(JsonSuccess {
+        status,
+        headers: headers::for_client(resp.headers()),
+        body: bytes,
+        usage: probe.usage,
+        elapsed_ms: 0,
+    })
+}
+
+async fn json_instead_of_stream(
+    resp: &mut reqwest::Response,
+    req: &AttemptRequest,
+) -> AttemptFailure {
+    let kept = headers::for_classification(resp.headers());
+    let body = read_error_body(resp, req).await;
+    if body::probe_json(body.as_bytes()).is_error {
+        return in_band(kept, body, "stream request answered with an error body");
+    }
+    AttemptFailure {
+        headers: kept,
+        stream_abort: Some(StreamAbort::EarlyEof),
+        ..transport(
+            TransportFailure::EarlyEof,
+            "stream request answered with JSON".to_owned(),
+        )
+    }
+}
+
+/// The transport failure a watchdog abort stands for.
+pub(super) fn abort_transport(abort: StreamAbort) -> TransportFailure {
+    match abort {
+        StreamAbort::ReadinessTimeout { .. } => TransportFailure::ReadinessTimeout,
+        StreamAbort::EarlyEof => TransportFailure::EarlyEof,
+        StreamAbort::IdleTimeout { .. } => TransportFailure::IdleTimeout,
+        StreamAbort::Stall { .. } | StreamAbort::ThroughputTooLow { .. } => TransportFailure::Stall,
+    }
+}
+
+fn aborted(abort: StreamAbort, kept: Vec<(String, String)>) -> AttemptFailure {
+    AttemptFailure {
+        headers: kept,
+        stream_abort: Some(abort),
+        ..transport(abort_transport(abort), abort.message())
+    }
+}
+
+/// Feeds one chunk to the tap and returns the first abort due. Before the commit point the
+/// data of the first error event is kept (bounded) in `error_data`, for classification.
+pub(super) fn tap_chunk(
+    parser: &mut SseParser,
+    watch: &mut StreamWatch,
+    format: switchyard_shared::sse::Format,
+    chunk: &[u8],
+    now: Millis,
+    mut error_data: Option<&mut Option<String>>,
+) -> Option<StreamAbort> {
+    watch.on_chunk(now);
+    let mut abort = None;
+    parser.feed(chunk, &mut |item: SseItem<'_>| {
+        let info = inspect_item(format, &item);
+        if info.kind == EventKind::Error
+            && let Some(slot) = error_data.as_deref_mut()
+            && slot.is_none()
+            && let SseItem::Event(event) = &item
+        {
+            *slot = Some(body::lossy_prefix(event.data, MAX_ERROR_BODY_BYTES));
+        }
+        let due = watch.on_event(&info, now);
+        abort = abort.or(due);
+    });
+    abort
+}
+
+/// Holds the stream back until its first content frame, an error, a watchdog or EOF.
+async fn readiness_gate(
+    resp: reqwest::Response,
+    req: &AttemptRequest,
+    started: Millis,
+) -> Result<CommittedStream, AttemptFailure> {
+    let clock: Clock = req.clock;
+    let format = sse_format(req.client_format);
+    let status = resp.status().as_u16();
+    let kept = headers::for_classification(resp.headers());
+    let client_headers = headers::for_client(resp.headers());
+    let headers_at = clock.now();
+    let mut upstream: UpstreamBody = Box::pin(resp.bytes_stream());
+    let mut parser = SseParser::new();
+    let mut watch = StreamWatch::new(&req.watch, headers_at);
+    let mut prefix: Vec<Bytes> = Vec::new();
+    let mut prefix_len = 0usize;
+    let mut error_data = None;
+    loop {
+        let now = clock.now();
+        let wake = body::min_opt(watch.next_deadline(now), req.deadline_ms);
+        let next = match wake {
+            Some(at) => {
+                match tokio::time::timeout_at(clock.instant_at(at).into(), upstream.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        let now = clock.now();
+                        if req.deadline_ms.is_some_and(|d| now >= d) {
+                            return Err(AttemptFailure {
+                                headers: kept,
+                                ..transport(TransportFailure::Timeout, deadline_message())
+                            });
+                        }
+                        if let Some(abort) = watch.poll(now) {
+                            return Err(aborted(abort, kept));
+                        }
+                        continue;
+                    }
+                }
+            }
+            None => upstream.next().await,
+        };
+        let chunk = match next {
+            Some(Ok(chunk)) => chunk,
+            Some(Err(e)) => {
+                return Err(AttemptFailure {
+                    headers: kept,
+                    ..from_reqwest(&e)
+                });
+            }
+            None => {
+                parser.finish();
+                let abort = watch.on_eof().unwrap_or(StreamAbort::EarlyEof);
+                return Err(aborted(abort, kept));
+            }
+        };
+        if chunk.is_empty() {
+            continue;
+        }
+        let now = clock.now();
+        let abort = tap_chunk(
+            &mut parser,
+            &mut watch,
+            format,
+            &chunk,
+            now,
+            Some(&mut error_data),
+        );
+        prefix_len += chunk.len();
+        prefix.push(chunk);
+        match watch.readiness() {
+            ReadinessState::UpstreamError => {
+                let message = match &watch.summary().error {
+                    Some(e) => format!("stream error event before content ({})", e.error_type),
+                    None => "stream error event before content".to_owned(),
+                };
+                return Err(in_band(kept, error_data.unwrap_or_default(), &message));
+            }
+            ReadinessState::Waiting => {
+                if let Some(abort) = abort {
+                    return Err(aborted(abort, kept));
+                }
+                if prefix_len <= MAX_PREFIX_BYTES {
+                    continue;
+                }
+            }
+            ReadinessState::Ready => {}
+        }
+        let live = LiveStream {
+            format,
+            clock,
+            started,
+            deadline_ms: req.deadline_ms,
+            upstream,
+            parser,
+            watch,
+        };
+        return Ok(CommittedStream::new(
+            status,
+            client_headers,
+            now.saturating_sub(started),
+            prefix,
+            live,
+        ));
+    }
+}

@@ -1,0 +1,188 @@
+//! Reading whole (non-stream) bodies with caps and deadlines, and what a JSON body says.
+//!
+//! Nothing upstream is trusted to end: every read is bounded by a byte cap, by the gap
+//! between chunks (the idle timeout) and by an absolute deadline. A body is probed for an
+//! error object without building a JSON tree: serde skips every field it does not declare.
+
+use std::borrow::Cow;
+
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use switchyard_shared::Millis;
+use switchyard_shared::sse::Usage;
+
+use crate::clock::Clock;
+
+/// A successful JSON body larger than this fails the attempt.
+pub(super) const MAX_JSON_BODY_BYTES: usize = 64 << 20;
+/// Error bodies (and in-band error events) are kept up to this size for classification.
+pub(super) const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+
+/// How a body read stopped early.
+#[derive(Debug)]
+pub(super) enum ReadStop {
+    /// More than the cap arrived (only when the read does not truncate).
+    TooLarge,
+    /// The absolute limit passed.
+    Deadline,
+    /// No chunk within the idle gap.
+    Idle { after_ms: Millis },
+    /// The transport failed.
+    Transport(reqwest::Error),
+}
+
+/// Bounds of one body read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadLimits {
+    pub cap: usize,
+    /// Keep the first `cap` bytes and stop, instead of failing with [`ReadStop::TooLarge`].
+    pub truncate: bool,
+    /// Absolute limit on the node clock.
+    pub until: Option<Millis>,
+    /// Longest gap between chunks; `0` = none.
+    pub idle_ms: Millis,
+}
+
+/// Reads `resp`'s body within `limits`; returns what arrived, and why it stopped early if it
+/// did. A single-chunk body is returned without copying.
+pub(super) async fn read_body(
+    resp: &mut reqwest::Response,
+    limits: ReadLimits,
+    clock: &Clock,
+) -> (Bytes, Option<ReadStop>) {
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    let mut len = 0usize;
+    let stop = loop {
+        let now = clock.now();
+        let idle_at = (limits.idle_ms > 0).then(|| now.saturating_add(limits.idle_ms));
+        let wake = min_opt(limits.until, idle_at);
+        let next = match wake {
+            Some(at) => {
+                match tokio::time::timeout_at(clock.instant_at(at).into(), resp.chunk()).await {
+                    Ok(next) => next,
+                    Err(_) if limits.until.is_some_and(|u| clock.now() >= u) => {
+                        break Some(ReadStop::Deadline);
+                    }
+                    Err(_) => {
+                        break Some(ReadStop::Idle {
+                            after_ms: limits.idle_ms,
+                        });
+                    }
+                }
+            }
+            None => resp.chunk().await,
+        };
+        let chunk = match next {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break None,
+            Err(e) => break Some(ReadStop::Transport(e)),
+        };
+        let room = limits.cap - len;
+        let (chunk, over) = if chunk.len() > room {
+            (chunk.slice(..room), true)
+        } else {
+            (chunk, false)
+        };
+        len += chunk.len();
+        match (&mut first, &mut joined) {
+            (None, _) => first = Some(chunk),
+            (Some(head), None) => {
+                let mut buf = BytesMut::with_capacity(head.len() + chunk.len());
+                buf.extend_from_slice(head);
+                buf.extend_from_slice(&chunk);
+                joined = Some(buf);
+            }
+            (Some(_), Some(buf)) => buf.extend_from_slice(&chunk),
+        }
+        if over {
+            break (!limits.truncate).then_some(ReadStop::TooLarge);
+        }
+    };
+    let body = match (joined, first) {
+        (Some(buf), _) => buf.freeze(),
+        (None, Some(head)) => head,
+        (None, None) => Bytes::new(),
+    };
+    (body, stop)
+}
+
+/// The earlier of two optional instants.
+pub(super) fn min_opt(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Lossy UTF-8 of at most `max` bytes of `bytes`.
+pub(super) fn lossy_prefix(bytes: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned()
+}
+
+/// What a successful-status JSON body says about itself.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct BodyProbe {
+    /// A top-level `error` object, or Anthropic's `{"type":"error"}`.
+    pub is_error: bool,
+    pub usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Probe<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+    usage: Option<WireUsage>,
+}
+
+/// Usage under every format's field names (chat, responses, messages).
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<CachedDetails>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    input_tokens_details: Option<CachedDetails>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CachedDetails {
+    cached_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(w: WireUsage) -> Self {
+        let cached = |d: Option<CachedDetails>| d.and_then(|d| d.cached_tokens);
+        Usage {
+            input: w.input_tokens.or(w.prompt_tokens),
+            output: w.output_tokens.or(w.completion_tokens),
+            cache_read: w
+                .cache_read_input_tokens
+                .or(cached(w.prompt_tokens_details))
+                .or(cached(w.input_tokens_details)),
+            cache_creation: w.cache_creation_input_tokens,
+        }
+    }
+}
+
+/// Probes a `2xx` JSON body. Unparseable bodies are not errors here: they are forwarded, and
+/// the client's SDK reports them. `"error": null` (the Responses API always has the field) is
+/// not an error.
+pub(super) fn probe_json(body: &[u8]) -> BodyProbe {
+    let Ok(probe) = serde_json::from_slice::<Probe<'_>>(body) else {
+        return BodyProbe::default();
+    };
+    let error_object = probe
+        .error
+        .is_some_and(|raw| raw.get().trim_start().starts_with('{'));
+    BodyProbe {
+        is_error: error_object || probe.kind.as_deref() == Some("error"),
+        usage: probe.usage.map(Usage::from),
+    }
+}
