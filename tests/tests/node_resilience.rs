@@ -277,7 +277,7 @@ async fn cooldown_retry_after_moves_to_sibling_then_back() {
     assert_eq!(hits(&mock, "sk-a"), 3, "A is back after its Retry-After");
 }
 
-/// Without upstream hints the cooldown is `base · 2^level`: 1 s, 2 s, 4 s over repeated 429s.
+/// With upstream hints off the cooldown is `base · 2^level`: 1 s, 2 s, 4 s over repeated 429s.
 /// A success lowers the level by one, so the next 429 costs 4 s again instead of 8 s. The
 /// remaining cooldown is read from the `connection_cooldown` answer when the only key cools.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,9 +294,11 @@ use_upstream_retry_hints = false
         connection("a", "p", "KEY_A", ""),
     );
     let node = Node::start(config, &[("KEY_A", "sk-a")]).await;
+    // The upstream's hint is ignored: this profile does not use hints.
     let rate_limit = || {
         FaultSpec::status(429)
             .on_route(Route::ChatCompletions)
+            .header("Retry-After", "30")
             .times(1)
     };
 
@@ -343,6 +345,112 @@ fn assert_cooling(r: &common::Reply, connection: &str, secs: u64) {
     assert_eq!(r.retry_after(), Some(secs), "{r:?}");
     let listed = r.json["error"]["connections"][0]["connection"].as_str();
     assert_eq!(listed, Some(connection), "{r:?}");
+}
+
+/// Concurrent failures on a key that is already cooling neither extend the cooldown nor raise
+/// the backoff level twice: three simultaneous 429s cost one base cooldown, and the next 429
+/// after it lapses costs two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooldown_concurrent_failures_raise_backoff_once() {
+    let mock = mock().await;
+    let config = format!(
+        "{PRELUDE}{NO_QUEUE_NO_WAIT}
+[resilience.connection_cooldown.apikey]
+base_cooldown_ms = 1000
+use_upstream_retry_hints = false
+{}{}",
+        provider("p", "apikey", &mock, ""),
+        connection("a", "p", "KEY_A", ""),
+    );
+    let node = Arc::new(Node::start(config, &[("KEY_A", "sk-a")]).await);
+    let slow_429 = FaultSpec {
+        latency_before_headers_ms: Some(300),
+        ..FaultSpec::status(429)
+    }
+    .on_route(Route::ChatCompletions);
+
+    mock.script(slow_429.times(3)).unwrap();
+    let replies = concurrent_chats(&node, "p/mock-model", 3).await;
+    for r in &replies {
+        r.assert_error(429, "rate_limit_exceeded");
+    }
+    let peak = mock.stats().max_in_flight_for_key("sk-a");
+    assert_eq!(peak, 3, "all three in flight at once");
+    settle().await;
+    assert_cooling(&node.chat("p/mock-model").await, "a", 1);
+
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    mock.script(
+        FaultSpec::status(429)
+            .on_route(Route::ChatCompletions)
+            .times(1),
+    )
+    .unwrap();
+    node.chat("p/mock-model")
+        .await
+        .assert_error(429, "rate_limit_exceeded");
+    settle().await;
+    assert_cooling(&node.chat("p/mock-model").await, "a", 2);
+    assert_eq!(hits(&mock, "sk-a"), 4);
+}
+
+/// With `wait_for_cooldown` on, a direct request whose only key cools waits for it (within
+/// `max_retry_wait_ms`) and then succeeds; a longer cooldown is answered at once with 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooldown_direct_request_waits_within_budget() {
+    let mock = mock().await;
+    let config = format!(
+        "{PRELUDE}
+[resilience.request_queue]
+auto_enable_apikey_providers = false
+
+[resilience.wait_for_cooldown]
+enabled = true
+max_retry_wait_ms = 2000
+budget_ms = 2000
+{}{}{}{}",
+        provider("p", "apikey", &mock, ""),
+        connection("a", "p", "KEY_A", ""),
+        provider("q", "apikey", &mock, ""),
+        connection("c", "q", "KEY_C", ""),
+    );
+    let node = Node::start(config, &[("KEY_A", "sk-a"), ("KEY_C", "sk-c")]).await;
+    let rate_limit = |key: &str, secs: &str| {
+        FaultSpec::status(429)
+            .on_route(Route::ChatCompletions)
+            .for_key(key)
+            .header("Retry-After", secs)
+            .times(1)
+    };
+    mock.script(rate_limit("sk-a", "1")).unwrap();
+    mock.script(rate_limit("sk-c", "5")).unwrap();
+
+    let r = node.chat("p/mock-model").await;
+    r.assert_error(429, "rate_limit_exceeded");
+    assert_eq!(r.retry_after(), Some(1), "the upstream's hint: {r:?}");
+    settle().await;
+    let started = Instant::now();
+    node.chat("p/mock-model").await.assert_ok("a", 1);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(600),
+        "it waited for the cooldown: {waited:?}"
+    );
+    assert_eq!(hits(&mock, "sk-a"), 2);
+
+    node.chat("q/mock-model")
+        .await
+        .assert_error(429, "rate_limit_exceeded");
+    settle().await;
+    let started = Instant::now();
+    let r = node.chat("q/mock-model").await;
+    assert!(started.elapsed() < Duration::from_millis(1000), "no wait");
+    r.assert_error(429, "connection_cooldown");
+    assert!(
+        r.retry_after().is_some_and(|s| (4..=5).contains(&s)),
+        "{r:?}"
+    );
+    assert_eq!(hits(&mock, "sk-c"), 1);
 }
 
 // === 3. terminal states ===
@@ -415,8 +523,9 @@ async fn terminal_credits_exhausted_is_never_retried() {
     );
 }
 
-/// An auth failure turns `expired` only after three consecutive 401s; until then the key is
-/// still dispatched. (`disable_cooling` removes the spacing cooldown, not terminal states.)
+/// An auth failure turns `expired` only after three *consecutive* 401s: until then the key is
+/// still dispatched, and a success in between starts the count again. (`disable_cooling`
+/// removes the spacing cooldown, not terminal states.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_expired_only_after_three_consecutive_401s() {
     let mock = mock().await;
@@ -426,10 +535,28 @@ async fn terminal_expired_only_after_three_consecutive_401s() {
         connection("a", "p", "KEY_A", "disable_cooling = true"),
     );
     let node = Node::start(config, &[("KEY_A", "sk-a")]).await;
-    mock.script(FaultSpec::status(401).on_route(Route::ChatCompletions))
-        .unwrap();
+    let unauthorized = || FaultSpec::status(401).on_route(Route::ChatCompletions);
+    // Two 401s, a success (which ends the streak), then 401s for good.
+    mock.script_all([
+        unauthorized().times(2),
+        FaultSpec::new().on_route(Route::ChatCompletions).times(1),
+        unauthorized(),
+    ])
+    .unwrap();
 
-    for i in 1..=3u64 {
+    for i in 1..=2u64 {
+        let r = node.chat("p/mock-model").await;
+        r.assert_error(401, "invalid_api_key");
+        assert_eq!(
+            hits(&mock, "sk-a"),
+            i,
+            "401 number {i} must reach the upstream"
+        );
+        settle().await;
+    }
+    node.chat("p/mock-model").await.assert_ok("a", 1);
+    settle().await;
+    for i in 4..=6u64 {
         let r = node.chat("p/mock-model").await;
         r.assert_error(401, "invalid_api_key");
         assert_eq!(
@@ -444,7 +571,7 @@ async fn terminal_expired_only_after_three_consecutive_401s() {
         r.assert_error(401, "all_connections_terminal");
         assert_eq!(r.json["error"]["status"], "expired", "{r:?}");
     }
-    assert_eq!(hits(&mock, "sk-a"), 3, "an expired key is not dispatched");
+    assert_eq!(hits(&mock, "sk-a"), 6, "an expired key is not dispatched");
 }
 
 // === 4. model lockout scope ===
@@ -547,7 +674,7 @@ semaphore_queue_timeout_ms = 10000
         connection("a", "p", "KEY_A", "max_concurrent = 1"),
     );
     let node = Arc::new(Node::start(config, &[("KEY_A", "sk-a")]).await);
-    mock.script(slow(1500)).unwrap();
+    mock.script(slow(2500).times(2)).unwrap();
 
     let (running, waiting) = staggered_pair(&node).await;
     let started = Instant::now();
@@ -560,6 +687,17 @@ semaphore_queue_timeout_ms = 10000
         started.elapsed() < Duration::from_millis(1000),
         "a full line rejects at once"
     );
+    // More overload rejections than the breaker threshold (12): Switchyard's own backpressure
+    // is not a provider failure.
+    for _ in 0..12 {
+        node.chat("p/mock-model")
+            .await
+            .assert_error(429, "SEMAPHORE_QUEUE_FULL");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(2000),
+        "too slow to judge"
+    );
     running.await.unwrap().assert_ok("a", 1);
     waiting.await.unwrap().assert_ok("a", 1);
     let stats = mock.stats();
@@ -569,6 +707,8 @@ semaphore_queue_timeout_ms = 10000
         "rejected requests never reach upstream"
     );
     assert_eq!(stats.max_in_flight_for_key("sk-a"), 1);
+    settle().await;
+    node.chat("p/mock-model").await.assert_ok("a", 1);
 }
 
 /// Starts one request (it runs) and, a moment later, a second (it waits behind the first).
@@ -716,6 +856,15 @@ default_retry_after_ms = 60000
 
 // === 8. headers and error envelopes ===
 
+fn stream_body() -> String {
+    serde_json::json!({
+        "model": "p/mock-model",
+        "stream": true,
+        "messages": [{"role": "user", "content": "hi"}],
+    })
+    .to_string()
+}
+
 /// Successes carry `x-switchyard-connection` and `x-switchyard-attempts`; every error carries
 /// `{"error":{"message","type","code"}}` (Anthropic's envelope on `/v1/messages`), and
 /// upstream errors also name the connection and the attempts.
@@ -733,6 +882,35 @@ async fn every_reply_has_routing_headers_and_typed_errors() {
     let r = node.chat("p/mock-model").await;
     r.assert_ok("a", 1);
     assert!(r.header("x-request-id").is_some(), "{r:?}");
+
+    // A committed stream carries the same headers.
+    let r = node
+        .post("/v1/chat/completions", "application/json", stream_body())
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream")),
+        "{r:?}"
+    );
+    assert_eq!((r.connection(), r.attempts()), ("a", 1), "{r:?}");
+    assert!(r.text.contains("data: [DONE]"), "{r:?}");
+
+    // A stream that fails before its first byte is a plain JSON error.
+    mock.script(
+        FaultSpec::status(500)
+            .on_route(Route::ChatCompletions)
+            .times(2),
+    )
+    .unwrap();
+    let r = node
+        .post("/v1/chat/completions", "application/json", stream_body())
+        .await;
+    assert_eq!(r.status, 500, "{r:?}");
+    assert_envelope(&r.json["error"], &r.text);
+    assert_eq!((r.connection(), r.attempts()), ("b", 2), "{r:?}");
+    // Both connections now cool for the backoff base (3 s); wait it out.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
 
     // An upstream error after failover names the last connection and counts both attempts.
     mock.script(
