@@ -235,8 +235,25 @@ async fn try_target(
         report.skip(&key, &provider.id, TargetSkip::FormatMismatch);
         return Ok(None);
     }
-    // 1. Provider breaker.
+    // 0. The optional windowed provider cooldown (off by default).
     let now = rt.clock.now();
+    if rt.settings.load().provider_cooldown.enabled
+        && let Some(until) = rt
+            .provider_cooldown
+            .lock()
+            .ok()
+            .and_then(|t| t.cooling_until(&provider.id, None, now))
+    {
+        report.skip(
+            &key,
+            &provider.id,
+            TargetSkip::ProviderCooldown {
+                retry_after_ms: until - now,
+            },
+        );
+        return Ok(None);
+    }
+    // 1. Provider breaker.
     let snap = **provider.breaker.load();
     let mut probe: Option<ProbeGeneration> = None;
     match snap.view {

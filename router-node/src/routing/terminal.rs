@@ -150,6 +150,19 @@ pub fn after_pass(
             TargetSkip::CircuitOpen { retry_after_ms } => {
                 AfterPass::Fail(circuit_open(&record.provider, retry_after_ms))
             }
+            TargetSkip::ProviderCooldown { retry_after_ms } => AfterPass::Fail(
+                GatewayError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "provider_cooldown",
+                    format!(
+                        "Provider {} is cooling down after repeated failures",
+                        record.provider
+                    ),
+                )
+                .with_retry_after_ms(retry_after_ms)
+                .with_field("provider", record.provider.as_str()),
+            ),
             TargetSkip::Blocked { connections } => {
                 let wait = settings.wait_for_cooldown().clamped();
                 match admission::decide_direct_wait(&connections, waits, waited_ms, &wait) {
