@@ -68,6 +68,16 @@ pub fn max_attempts(report: &Report) -> GatewayError {
     )
 }
 
+/// 504 `COMBO_TIMEOUT`: the combo's whole dispatch exceeded `combo_timeout_ms`.
+pub fn combo_timeout(ms: Millis) -> GatewayError {
+    GatewayError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "server_error",
+        "COMBO_TIMEOUT",
+        format!("The combo did not produce a response within {ms} ms"),
+    )
+}
+
 /// The last upstream failure, re-wrapped: status preserved, sanitised message.
 pub fn upstream_error(report: &Report) -> GatewayError {
     let Some(f) = &report.last_failure else {
