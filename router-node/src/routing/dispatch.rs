@@ -387,38 +387,19 @@ async fn try_target(
             watch: rt.watch_config(&provider.config),
             clock: rt.clock,
         };
-        match upstream::attempt(attempt_req).await {
-            AttemptResult::Json(ok) => {
+        let body = match upstream::attempt(attempt_req).await {
+            AttemptResult::Json(ok) => Ok(RoutedBody::Json(ok)),
+            AttemptResult::Stream(stream) => Ok(RoutedBody::Stream(stream)),
+            AttemptResult::Failed(failure) => Err(failure),
+        };
+        match body {
+            Ok(body) => {
                 observe::on_success(rt, &provider, &conn, &model, probe);
                 return Ok(Some(success(
-                    rt,
-                    req,
-                    RoutedBody::Json(ok),
-                    conn,
-                    provider,
-                    model,
-                    key,
-                    report,
-                    probe,
-                    permits,
+                    rt, req, body, conn, provider, model, key, report, probe, permits,
                 )));
             }
-            AttemptResult::Stream(stream) => {
-                observe::on_success(rt, &provider, &conn, &model, probe);
-                return Ok(Some(success(
-                    rt,
-                    req,
-                    RoutedBody::Stream(stream),
-                    conn,
-                    provider,
-                    model,
-                    key,
-                    report,
-                    probe,
-                    permits,
-                )));
-            }
-            AttemptResult::Failed(failure) => {
+            Err(failure) => {
                 drop(permits);
                 let judged = observe::on_failure(
                     rt, &provider, &conn, &model, &key, &failure, probe, is_combo,
