@@ -163,6 +163,11 @@ async fn stream_response(
             let (tx, rx) = mpsc::channel::<Bytes>(16);
             let keepalive = Bytes::from_static(sse::keep_alive_frame(sse_format(format)));
             actix_web::rt::spawn(async move {
+                // The first keep-alive goes out with the commit: committing early exists to put
+                // a body byte in front of the client's first-byte timeout, not 2.5 s later.
+                if tx.send(keepalive.clone()).await.is_err() {
+                    return;
+                }
                 let mut tick = tokio::time::interval(Duration::from_millis(2500));
                 tick.tick().await;
                 let res = loop {
