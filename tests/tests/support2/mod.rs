@@ -318,13 +318,13 @@ pub async fn post_stream(
     body: &Value,
     limit: Duration,
 ) -> StreamReply {
+    send_stream(c.post(format!("{base}{path}")).json(body), limit).await
+}
+
+/// Sends a (streaming) request and reads the body until it ends or `limit` passes.
+pub async fn send_stream(req: reqwest::RequestBuilder, limit: Duration) -> StreamReply {
     let started = Instant::now();
-    let resp = c
-        .post(format!("{base}{path}"))
-        .json(body)
-        .send()
-        .await
-        .expect("request reaches the node");
+    let resp = req.send().await.expect("request reaches the node");
     let head_ms = started.elapsed().as_millis() as u64;
     let status = resp.status().as_u16();
     let headers = headers_of(&resp);
