@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use switchyard_shared::admission::{RateLimit, RateState};
 use switchyard_shared::classify::ErrorRule;
 use switchyard_shared::config::{Config, ConfigErrors, ModelIndex, ProviderConfig};
+use switchyard_shared::provider_cooldown::ProviderCooldownTracker;
 use switchyard_shared::restatement::RestatementRule;
 use switchyard_shared::settings::{self, EnvLayer, Persisted, ResilienceSettings};
 use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
@@ -51,6 +52,8 @@ pub struct Runtime {
     pub restatement: Vec<Vec<RestatementRule>>,
     pub error_rules: Vec<Vec<ErrorRule>>,
     pub affinity: Affinity,
+    /// The optional windowed provider cooldown (spec §1b); inert unless enabled.
+    pub provider_cooldown: Mutex<ProviderCooldownTracker>,
     pub node_id: String,
     pub lifecycle: Lifecycle,
     pub stats: NodeStats,
@@ -164,6 +167,8 @@ impl Runtime {
             config.server.node_id.clone()
         };
         let affinity = Affinity::new(values.session_affinity.ttl_ms);
+        let provider_cooldown =
+            Mutex::new(ProviderCooldownTracker::new(values.provider_cooldown()));
         Ok(Self {
             index,
             clock,
@@ -179,6 +184,7 @@ impl Runtime {
             restatement,
             error_rules,
             affinity,
+            provider_cooldown,
             node_id,
             lifecycle: Lifecycle::default(),
             stats: NodeStats::default(),
