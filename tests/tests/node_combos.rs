@@ -145,6 +145,22 @@ impl Setup {
     }
 }
 
+/// Calls `combo` until a call is answered without reaching an upstream, at most 10 times.
+/// Failures reach the connection actors asynchronously, so the first call after a failure
+/// may still find the connection usable; the faults in these tests are scripted without a
+/// use limit, so such a call just fails again.
+async fn call_undispatched(s: &Setup, combo: &str) -> Reply {
+    for _ in 0..10 {
+        let before = s.total();
+        let r = s.call(combo).await;
+        if s.total() == before {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{combo}: every call still reached an upstream");
+}
+
 fn counts(seq: &[String]) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for c in seq {
@@ -428,19 +444,17 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
     let rule = "\n[[providers.error_rules]]\nstatus = 429\nmatch = \"quota gone\"\n\
                 scope = \"connection\"\nreason = \"quota_exhausted\"\ncooldown_ms = 30000\n";
     let s = setup("", rule, "").await;
-    for key in [KEY_A, KEY_B, KEY_C] {
-        s.mock
-            .script(FaultSpec {
-                error_message: Some("quota gone for today".into()),
-                ..FaultSpec::status(429).for_key(key).times(1)
-            })
-            .unwrap();
-    }
+    s.mock
+        .script(FaultSpec {
+            error_message: Some("quota gone for today".into()),
+            ..FaultSpec::status(429)
+        })
+        .unwrap();
     let first = s.call("c-weighted").await;
     assert_eq!(first.status, 429, "{first:#?}");
     assert_eq!(s.hits(), (1, 1, 1), "every target was tried once");
 
-    let r = s.call("c-weighted").await;
+    let r = call_undispatched(&s, "c-weighted").await;
     let v = r.assert_error(503, "service_unavailable", "all_targets_cooling_down");
     let retry: u64 = r
         .header("retry-after")
@@ -451,6 +465,7 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
     let excluded = v["diagnostics"]["excluded"].as_array().expect("excluded");
     assert_eq!(excluded.len(), 3, "{v}");
     // The same state on a priority combo: every target skipped, grouped by reason.
+    let dispatched = s.total();
     let r = s.call("c-priority").await;
     let v = r.assert_error(503, "service_unavailable", "ALL_TARGETS_SKIPPED");
     let groups = v["error"]["skippedTargets"]
@@ -461,7 +476,7 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
         .map(|g| g["targets"].as_array().map_or(0, Vec::len))
         .sum();
     assert_eq!(listed, 3, "{v}");
-    assert_eq!(s.hits(), (1, 1, 1), "cooling targets were not dispatched");
+    assert_eq!(s.total(), dispatched, "cooling targets were not dispatched");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -502,21 +517,14 @@ async fn rate_limited_pool_answers_429_when_waiting_is_off() {
         "\n[resilience.combo_cooldown_wait]\nenabled = false\n",
     )
     .await;
-    for key in [KEY_A, KEY_B, KEY_C] {
-        s.mock
-            .script(
-                FaultSpec::status(429)
-                    .for_key(key)
-                    .header("Retry-After", "30")
-                    .times(1),
-            )
-            .unwrap();
-    }
+    s.mock
+        .script(FaultSpec::status(429).header("Retry-After", "30"))
+        .unwrap();
     let first = s.call("c-priority").await;
     assert_eq!(first.status, 429, "{first:#?}");
     assert_eq!(s.hits(), (1, 1, 1));
     // Now every target is in a transient 30 s cooldown: no dispatch, 429 with the reset.
-    let r = s.call("c-priority").await;
+    let r = call_undispatched(&s, "c-priority").await;
     let v = r.assert_error(429, "rate_limit_error", "rate_limit_exceeded");
     let retry: u64 = r
         .header("retry-after")
@@ -526,5 +534,4 @@ async fn rate_limited_pool_answers_429_when_waiting_is_off() {
     assert!((25..=31).contains(&retry), "Retry-After {retry}");
     assert!(v["error"]["retry_after"].is_number(), "{v}");
     assert!(v["error"]["reset_at"].is_string(), "{v}");
-    assert_eq!(s.hits(), (1, 1, 1), "nothing dispatched while cooling");
 }

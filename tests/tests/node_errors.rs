@@ -423,6 +423,7 @@ async fn malformed_retry_after_is_handled() {
             );
         }
         // The next request meets the cooldown: still a typed 429, without an upstream call.
+        settle().await;
         let before = s.mock.stats().requests_for_key(&upstream_key(i + 10, 1));
         let r = s.post("/v1/chat/completions", &chat(&model, false)).await;
         assert_eq!(r.status, 429, "{r:#?}");
@@ -558,6 +559,7 @@ async fn a_panicked_connection_actor_restarts_with_its_state() {
     )
     .await;
     assert_eq!((r.status, r.connection().as_str()), (200, "p-k2"), "{r:#?}");
+    settle().await;
 
     let restarts = |c: reqwest::Client, admin: String| async move {
         let r = send(c.get(format!("{admin}/test-hooks/actor-restarts"))).await;

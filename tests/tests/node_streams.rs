@@ -335,6 +335,7 @@ async fn cool_both(s: &Setup, secs: u32) {
     .await;
     assert_eq!(r.status, 429, "priming request: {r:#?}");
     assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
+    settle().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,7 +406,9 @@ async fn early_keepalive_then_in_band_error() {
         r.raw
     );
     assert_eq!(chat_text_chunks(&events), 0);
-    assert_eq!(s.hits(KEY1) + s.hits(KEY2), 4);
+    // After the wait, one or both connections were tried again (the second one's cooldown may
+    // lapse a few ms after the first one's).
+    assert!((3..=4).contains(&(s.hits(KEY1) + s.hits(KEY2))));
     assert_healthy(&s.node, "in-band error").await;
 }
 

@@ -78,9 +78,16 @@ pub async fn mock(chunks: u32) -> MockHandle {
 
 /// Starts the real node binary (off the async threads: the harness polls `/readyz` blocking).
 pub async fn start_node(config: String, env: Vec<(String, String)>) -> NodeProcess {
+    // A second try covers the harness's free-port race (a port picked, released and taken by
+    // another process before the node binds it); a config the node rejects fails both.
     let joined = tokio::task::spawn_blocking(move || {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        NodeProcess::start(&config, &env).map_err(|e| format!("{e}\n--- config ---\n{config}"))
+        NodeProcess::start(&config, &env)
+            .or_else(|first| {
+                NodeProcess::start(&config, &env)
+                    .map_err(|second| format!("{first}\n--- second try ---\n{second}"))
+            })
+            .map_err(|e| format!("{e}\n--- config ---\n{config}"))
     })
     .await
     .expect("start task");
@@ -88,6 +95,12 @@ pub async fn start_node(config: String, env: Vec<(String, String)>) -> NodeProce
         Ok(node) => node,
         Err(e) => panic!("switchyard-node did not start: {e}"),
     }
+}
+
+/// Observations reach the connection and breaker actors asynchronously (the request path
+/// never waits for them); give them a moment before a step that depends on the new state.
+pub async fn settle() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 /// `(name, value)` pairs for [`start_node`].
