@@ -86,18 +86,21 @@ impl Runtime {
         let mut error_rules = Vec::new();
         for (pidx, provider) in config.providers.iter().enumerate() {
             let mut conn_indices = Vec::new();
+            // One pooled client per provider: its connections talk to the same host, and
+            // building a client loads the TLS roots, which must not happen 10,000 times.
+            let client = match build_client(&provider.timeouts) {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(switchyard_shared::config::ConfigError {
+                        path: format!("providers.{}", provider.id),
+                        message: format!("cannot build the upstream client: {e}"),
+                    });
+                    continue;
+                }
+            };
             for conn in config.connections_of(&provider.id) {
                 let cidx = connections.len();
-                let client = match build_client(&provider.timeouts) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        errors.push(switchyard_shared::config::ConfigError {
-                            path: format!("connections.{}", conn.id),
-                            message: format!("cannot build the upstream client: {e}"),
-                        });
-                        continue;
-                    }
-                };
+                let client = client.clone();
                 let queue = RequestQueue::new(settings::effective_queue(&values, conn));
                 let key = secrets
                     .upstream_keys

@@ -424,7 +424,7 @@ async fn try_target(
                     rt, &provider, &conn, &model, &key, &failure, probe, is_combo,
                 );
                 // A probe is used once: later attempts on this target go through the breaker again.
-                probe = None;
+                let was_probe = probe.take().is_some();
                 if let Some(session) = &req.session {
                     rt.affinity.evict(provider.idx, session);
                 }
@@ -436,11 +436,25 @@ async fn try_target(
                 }
                 excluded.push(conn.idx);
                 fallback = true;
-                // The breaker may have opened on this failure: re-check before the next connection.
                 let now = rt.clock.now();
-                if let BreakerView::Open { until } = provider.breaker.load().view
+                if was_probe {
+                    // The snapshot still reads half-open until the actor applies this failure,
+                    // so ask the actor itself: the admission queues behind the observation, sees
+                    // a failed probe's reopened breaker, and stops the request here instead of
+                    // letting it reach the provider's other connections unadmitted.
+                    match admit_probe(&provider, now).await {
+                        Admission::Allowed => {}
+                        Admission::Probe { generation } => probe = Some(generation),
+                        Admission::Rejected { .. } => {
+                            report.skip(&key, &provider.id, TargetSkip::Failed);
+                            return Ok(None);
+                        }
+                    }
+                } else if let BreakerView::Open { until } = provider.breaker.load().view
                     && until > now
                 {
+                    // The breaker may have opened on this failure: re-check before the next
+                    // connection.
                     report.skip(&key, &provider.id, TargetSkip::Failed);
                     return Ok(None);
                 }
