@@ -18,6 +18,7 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod http;
+pub mod lifecycle;
 pub mod routing;
 pub mod runtime;
 pub mod state;

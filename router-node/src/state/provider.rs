@@ -11,6 +11,8 @@ use switchyard_shared::config::ProviderConfig;
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ProviderBreakerActor;
+use crate::http::errors::ClientFormat;
+use crate::upstream::endpoint_url;
 
 /// The breaker as published for readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,21 +67,41 @@ pub struct ProviderHandle {
     pub last_used_conn: AtomicUsize,
     /// The breaker actor (started once; it supervises this provider's connection actors).
     pub actor: OnceLock<Addr<ProviderBreakerActor>>,
+    /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URL
+    /// instead of parsing one.
+    endpoints: [Option<reqwest::Url>; 3],
 }
 
 impl ProviderHandle {
     pub fn new(idx: usize, config: ProviderConfig, connections: Vec<usize>) -> Self {
+        let endpoints = [
+            ClientFormat::OpenAiChat,
+            ClientFormat::OpenAiResponses,
+            ClientFormat::Anthropic,
+        ]
+        .map(|f| reqwest::Url::parse(&endpoint_url(&config.base_url, f)).ok());
         Self {
             idx,
             id: Arc::from(config.id.as_str()),
-            config,
             breaker: ArcSwap::from_pointee(BreakerSnapshot::default()),
             connections,
             strategy_state: Mutex::new(StrategyState::new()),
             inflight: AtomicU32::new(0),
             last_used_conn: AtomicUsize::new(usize::MAX),
             actor: OnceLock::new(),
+            endpoints,
+            config,
         }
+    }
+
+    /// The parsed upstream endpoint for a client format (`None` if the base URL is invalid).
+    pub fn endpoint(&self, format: ClientFormat) -> Option<&reqwest::Url> {
+        let i = match format {
+            ClientFormat::OpenAiChat => 0,
+            ClientFormat::OpenAiResponses => 1,
+            ClientFormat::Anthropic => 2,
+        };
+        self.endpoints.get(i).and_then(Option::as_ref)
     }
 }
 
