@@ -29,3 +29,4 @@
 
 pub mod harness;
 pub mod mock_upstream;
+pub mod python;

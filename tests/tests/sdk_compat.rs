@@ -13,17 +13,15 @@
 mod support2;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use switchyard_tests::harness::workspace_bin;
+use switchyard_tests::python::{self, run};
 
 use support2::*;
 
 const CLIENT_KEY: &str = "sy-sdk-client-key-3e9f1a7c5b2d";
 const CHUNKS: u32 = 5;
-/// How long `pip install` may take on a cold cache.
-const PIP_LIMIT: Duration = Duration::from_secs(300);
 /// How long the SDK script may run.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 
@@ -31,102 +29,10 @@ fn sdk_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk")
 }
 
-/// `target/sdk-venv` (next to `target/debug`).
-fn venv_dir() -> PathBuf {
-    let profile_dir = workspace_bin("switchyard-node")
-        .parent()
-        .map(Path::to_path_buf)
-        .expect("target profile dir");
-    profile_dir
-        .parent()
-        .unwrap_or(&profile_dir)
-        .join("sdk-venv")
-}
-
-/// Runs a command to completion within `limit`, returning (success, combined output).
-fn run(cmd: &mut Command, limit: Duration, what: &str) -> (bool, String) {
-    let out_dir = tempfile::tempdir().expect("tempdir");
-    let log_path = out_dir.path().join("out.log");
-    let log = std::fs::File::create(&log_path).expect("log file");
-    let mut child = match cmd
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log handle"))
-        .stderr(log)
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => panic!("{what}: cannot start {cmd:?}: {e}"),
-    };
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
-    match status {
-        Some(s) => (s.success(), output),
-        None => (false, format!("{what} timed out after {limit:?}\n{output}")),
-    }
-}
-
-/// The virtualenv's python, creating the env and installing the SDKs when needed.
+/// The virtualenv's python (`target/sdk-venv`), created with the pinned SDKs when needed.
 fn ensure_venv() -> PathBuf {
-    let (ok, out) = run(
-        Command::new("python3").arg("--version"),
-        Duration::from_secs(30),
-        "python3",
-    );
-    assert!(
-        ok,
-        "python3 is required for the SDK compatibility test (install python3 and python3-venv): {out}"
-    );
-    let venv = venv_dir();
-    let python = venv.join("bin").join("python");
-    let requirements = sdk_dir().join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).expect("tests/sdk/requirements.txt");
-    let marker = venv.join(".switchyard-requirements");
-    if python.exists() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&wanted) {
-        return python;
-    }
-    let _ = std::fs::remove_dir_all(&venv);
-    let (ok, out) = run(
-        Command::new("python3").arg("-m").arg("venv").arg(&venv),
-        Duration::from_secs(120),
-        "python3 -m venv",
-    );
-    assert!(
-        ok,
-        "`python3 -m venv {}` failed; install python3-venv (CI does): {out}",
-        venv.display()
-    );
-    let (ok, out) = run(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--quiet",
-                "-r",
-            ])
-            .arg(&requirements),
-        PIP_LIMIT,
-        "pip install",
-    );
-    assert!(
-        ok,
-        "pip install -r {} failed: {out}",
-        requirements.display()
-    );
-    std::fs::write(&marker, &wanted).expect("venv marker");
-    python
+    python::ensure_venv("sdk-venv", &sdk_dir().join("requirements.txt"))
+        .unwrap_or_else(|e| panic!("SDK virtualenv: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
