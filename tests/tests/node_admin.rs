@@ -7,7 +7,9 @@
 //! (validation, live effect, persistence across a restart), the rate-limit toggle, and that the
 //! served OpenAPI document is the repository's and passes `openapi-spec-validator`.
 //!
-//! Build the node first (`cargo build -p switchyard-node`; `cargo nextest run --workspace` does).
+//! The validator runs in a virtualenv under the target directory (`target/openapi-venv`, see
+//! `switchyard_tests::python`). Build the node first (`cargo build -p switchyard-node`;
+//! `cargo nextest run --workspace` does).
 
 // clippy's allow-*-in-tests settings cover `#[test]` functions only, not the helpers below;
 // failing loudly is what a test helper should do.
@@ -982,52 +984,11 @@ fn repo_document() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json")
 }
 
-/// The cargo target directory this test runs from (`target/`), for the Python virtualenv.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test-binary>
-    exe.ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(std::env::temp_dir)
-}
-
-/// A virtualenv under the target directory with `openapi-spec-validator` installed (created
-/// on first use; later runs reuse it).
+/// The virtualenv's python (`target/openapi-venv`) with the pinned validator.
 fn validator_python() -> PathBuf {
-    let venv = target_dir().join("py").join("openapi-venv");
-    let python = venv.join("bin").join("python");
-    let ready = || {
-        std::process::Command::new(&python)
-            .args(["-c", "import openapi_spec_validator"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if ready() {
-        return python;
-    }
-    let run = |cmd: &mut std::process::Command| {
-        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        assert!(
-            out.status.success(),
-            "{cmd:?} failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(std::process::Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv));
-    run(std::process::Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "openapi-spec-validator>=0.7,<1",
-    ]));
-    assert!(ready(), "openapi-spec-validator is not importable");
-    python
+    let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi/requirements.txt");
+    switchyard_tests::python::ensure_venv("openapi-venv", &requirements)
+        .unwrap_or_else(|e| panic!("OpenAPI validator virtualenv: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1048,7 +1009,8 @@ async fn the_served_openapi_document_is_the_repositorys_and_valid() {
     assert_eq!(served.text, file, "the node serves a stale document");
 
     let python = tokio::task::spawn_blocking(validator_python).await.unwrap();
-    let out = std::process::Command::new(python)
+    let mut validate = std::process::Command::new(python);
+    validate
         .args([
             "-c",
             "import sys\n\
@@ -1058,13 +1020,11 @@ async fn the_served_openapi_document_is_the_repositorys_and_valid() {
              validate(spec)\n\
              print('valid')",
         ])
-        .arg(repo_document())
-        .output()
-        .unwrap();
+        .arg(repo_document());
+    let (ok, output) =
+        switchyard_tests::python::run(&mut validate, Duration::from_secs(60), "validator");
     assert!(
-        out.status.success(),
-        "docs/openapi.json is not a valid OpenAPI document:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        ok,
+        "docs/openapi.json is not a valid OpenAPI document:\n{output}"
     );
 }
