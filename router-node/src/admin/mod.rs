@@ -11,7 +11,7 @@
 //! client request. Nothing here returns a credential: connection views are built field by field
 //! from an explicit whitelist.
 //!
-//! Routes are declared once in [`routes!`]: the same list registers them
+//! Routes are declared once, in the `routes!` invocation below: the same list registers them
 //! ([`configure`]) and is exported as [`ADMIN_ROUTES`], which a test compares with the OpenAPI
 //! document so the document cannot silently fall behind the server.
 
