@@ -16,6 +16,7 @@ use switchyard_shared::strategy::StrategyState;
 use crate::actors::ActorStats;
 use crate::clock::Clock;
 use crate::http::auth::{ClientKey, KeyStore};
+use crate::metrics::Metrics;
 use crate::routing::affinity::Affinity;
 use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
 use crate::upstream::client::build_client;
@@ -55,6 +56,8 @@ pub struct Runtime {
     pub lifecycle: Lifecycle,
     pub stats: NodeStats,
     pub actor_stats: Arc<ActorStats>,
+    /// The Prometheus registry and the request path's metric handles.
+    pub metrics: Arc<Metrics>,
     pub management_key_sha256: Option<[u8; 32]>,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
@@ -164,6 +167,20 @@ impl Runtime {
             config.server.node_id.clone()
         };
         let affinity = Affinity::new(values.session_affinity.ttl_ms);
+        let actor_stats = Arc::new(ActorStats::default());
+        let metrics = Metrics::new(
+            &config,
+            &providers,
+            &connections,
+            clock,
+            actor_stats.clone(),
+        )
+        .map_err(|e| ConfigErrors {
+            errors: vec![switchyard_shared::config::ConfigError {
+                path: "metrics".to_owned(),
+                message: format!("cannot register the metrics: {e}"),
+            }],
+        })?;
         Ok(Self {
             index,
             clock,
@@ -182,7 +199,8 @@ impl Runtime {
             node_id,
             lifecycle: Lifecycle::default(),
             stats: NodeStats::default(),
-            actor_stats: Arc::new(ActorStats::default()),
+            actor_stats,
+            metrics: Arc::new(metrics),
             management_key_sha256: secrets.management_key_sha256,
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
             config,

@@ -11,6 +11,7 @@ use switchyard_shared::config::ProviderConfig;
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ProviderBreakerActor;
+use crate::metrics::TransitionCounts;
 
 /// The breaker as published for readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,8 @@ pub struct ProviderHandle {
     pub last_used_conn: AtomicUsize,
     /// The breaker actor (started once; it supervises this provider's connection actors).
     pub actor: OnceLock<Addr<ProviderBreakerActor>>,
+    /// Breaker transitions so far (exported as `switchyard_breaker_transitions_total`).
+    pub transitions: TransitionCounts,
 }
 
 impl ProviderHandle {
@@ -79,6 +82,7 @@ impl ProviderHandle {
             inflight: AtomicU32::new(0),
             last_used_conn: AtomicUsize::new(usize::MAX),
             actor: OnceLock::new(),
+            transitions: TransitionCounts::default(),
         }
     }
 }
