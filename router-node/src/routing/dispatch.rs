@@ -27,6 +27,8 @@ use super::terminal;
 use crate::actors::AdmitProbe;
 use crate::http::body::ParsedBody;
 use crate::http::errors::{ClientFormat, GatewayError};
+use crate::metrics::UpstreamWait;
+use crate::metrics::labels::FallbackReason;
 use crate::runtime::Runtime;
 use crate::state::{ConnHandle, ProviderHandle, QueuePermit};
 use crate::upstream::{self, AttemptRequest, AttemptResult, CommittedStream, JsonSuccess};
@@ -43,6 +45,8 @@ pub struct RouteRequest {
     pub allowed_connections: Vec<String>,
     pub session: Option<String>,
     pub forward_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Time spent waiting on upstream attempts, for the gateway-overhead metric.
+    pub upstream_wait: UpstreamWait,
 }
 
 /// What came back from upstream.
@@ -99,7 +103,10 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
         ),
     };
     let is_combo = combo.is_some();
-    let mut report = Report::default();
+    let mut report = Report {
+        skips: Some(rt.metrics.skips()),
+        ..Report::default()
+    };
     let mut excluded: Vec<usize> = Vec::new();
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
@@ -320,6 +327,8 @@ async fn try_target(
         let permits = match acquire(rt, &provider, &conn, &model).await {
             Ok(p) => p,
             Err(skip) => {
+                rt.metrics.rejected(&skip);
+                rt.metrics.fallback(FallbackReason::ConcurrencyCap);
                 excluded.push(conn.idx);
                 gate_rejection = Some(skip);
                 fallback = true;
@@ -344,7 +353,12 @@ async fn try_target(
             watch: rt.watch_config(&provider.config),
             clock: rt.clock,
         };
-        match upstream::attempt(attempt_req).await {
+        let attempt = upstream::attempt(attempt_req);
+        match rt
+            .metrics
+            .time_attempt(provider.idx, &req.upstream_wait, attempt)
+            .await
+        {
             AttemptResult::Json(ok) => {
                 observe::on_success(rt, &provider, &conn, &model, probe);
                 return Ok(Some(success(
@@ -391,6 +405,7 @@ async fn try_target(
                 if !retryable {
                     return Err(terminal::upstream_error(report));
                 }
+                rt.metrics.fallback(judged.classification.reason);
                 excluded.push(conn.idx);
                 fallback = true;
                 // The breaker may have opened on this failure: re-check before the next connection.
@@ -495,7 +510,10 @@ async fn acquire(
 ) -> Result<Permits, TargetSkip> {
     let queue = if queue_enabled(rt, provider, conn) {
         match conn.queue.admit(&rt.clock).await {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                rt.metrics.queue_waited(p.waited_ms);
+                Some(p)
+            }
             Err(e) => {
                 return Err(TargetSkip::Saturated {
                     code: e.code(),
