@@ -52,7 +52,8 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
         let app = App::new()
             .app_data(data.clone())
             .route("/healthz", web::get().to(admin_routes::healthz))
-            .route("/readyz", web::get().to(admin_routes::readyz));
+            .route("/readyz", web::get().to(admin_routes::readyz))
+            .route("/metrics", web::get().to(crate::metrics::scrape));
         if test_hooks {
             app.route(
                 "/test-hooks/connections/{id}/panic",
