@@ -93,9 +93,15 @@ pub fn serve(
         if let Some(b) = banner {
             eprintln!("{b}");
         }
+        let signals = actix_web::rt::spawn(crate::lifecycle::handle_signals(
+            rt.clone(),
+            client.handle(),
+            admin.handle(),
+        ));
         let out = futures_util::future::try_join(client, admin)
             .await
             .map(|_| ());
+        signals.abort();
         rt.lifecycle.draining.store(true, Ordering::Release);
         arbiter.stop();
         out

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod http;
+pub mod lifecycle;
 pub mod metrics;
 pub mod routing;
 pub mod runtime;

@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use switchyard_shared::admission::{RateLimit, RateState};
 use switchyard_shared::classify::ErrorRule;
 use switchyard_shared::config::{Config, ConfigErrors, ModelIndex, ProviderConfig};
+use switchyard_shared::provider_cooldown::ProviderCooldownTracker;
 use switchyard_shared::restatement::RestatementRule;
 use switchyard_shared::settings::{self, EnvLayer, Persisted, ResilienceSettings};
 use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
@@ -52,6 +53,8 @@ pub struct Runtime {
     pub restatement: Vec<Vec<RestatementRule>>,
     pub error_rules: Vec<Vec<ErrorRule>>,
     pub affinity: Affinity,
+    /// The optional windowed provider cooldown (spec §1b); inert unless enabled.
+    pub provider_cooldown: Mutex<ProviderCooldownTracker>,
     pub node_id: String,
     pub lifecycle: Lifecycle,
     pub stats: NodeStats,
@@ -86,18 +89,21 @@ impl Runtime {
         let mut error_rules = Vec::new();
         for (pidx, provider) in config.providers.iter().enumerate() {
             let mut conn_indices = Vec::new();
+            // One pooled client per provider: its connections talk to the same host, and
+            // building a client loads the TLS roots, which must not happen 10,000 times.
+            let client = match build_client(&provider.timeouts) {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(switchyard_shared::config::ConfigError {
+                        path: format!("providers.{}", provider.id),
+                        message: format!("cannot build the upstream client: {e}"),
+                    });
+                    continue;
+                }
+            };
             for conn in config.connections_of(&provider.id) {
                 let cidx = connections.len();
-                let client = match build_client(&provider.timeouts) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        errors.push(switchyard_shared::config::ConfigError {
-                            path: format!("connections.{}", conn.id),
-                            message: format!("cannot build the upstream client: {e}"),
-                        });
-                        continue;
-                    }
-                };
+                let client = client.clone();
                 let queue = RequestQueue::new(settings::effective_queue(&values, conn));
                 let key = secrets
                     .upstream_keys
@@ -181,6 +187,8 @@ impl Runtime {
                 message: format!("cannot register the metrics: {e}"),
             }],
         })?;
+        let provider_cooldown =
+            Mutex::new(ProviderCooldownTracker::new(values.provider_cooldown()));
         Ok(Self {
             index,
             clock,
@@ -196,6 +204,7 @@ impl Runtime {
             restatement,
             error_rules,
             affinity,
+            provider_cooldown,
             node_id,
             lifecycle: Lifecycle::default(),
             stats: NodeStats::default(),

@@ -34,20 +34,32 @@ pub struct ParsedBody {
     pub background: bool,
     /// Byte range of the `model` value (including quotes) in `raw`.
     model_span: (usize, usize),
+    /// Byte range of a `background: true` value, degraded to `false` upstream.
+    background_span: Option<(usize, usize)>,
 }
 
 impl ParsedBody {
-    /// The body with `model` replaced by `upstream_model`. Borrows nothing; one copy.
+    /// The body sent upstream: `model` replaced by `upstream_model` and a Responses
+    /// `background: true` degraded to `false` (Switchyard answers synchronously). Everything
+    /// else is forwarded byte for byte; at most one copy.
     pub fn with_model(&self, upstream_model: &str) -> Bytes {
-        if upstream_model == self.model {
+        if upstream_model == self.model && self.background_span.is_none() {
             return self.raw.clone();
         }
-        let (start, end) = self.model_span;
         let quoted = serde_json::to_string(upstream_model).unwrap_or_else(|_| "\"\"".into());
+        let mut edits: Vec<((usize, usize), &[u8])> = vec![(self.model_span, quoted.as_bytes())];
+        if let Some(span) = self.background_span {
+            edits.push((span, b"false"));
+        }
+        edits.sort_by_key(|((start, _), _)| *start);
         let mut out = BytesMut::with_capacity(self.raw.len() + quoted.len());
-        out.extend_from_slice(&self.raw[..start]);
-        out.extend_from_slice(quoted.as_bytes());
-        out.extend_from_slice(&self.raw[end..]);
+        let mut at = 0;
+        for ((start, end), replacement) in edits {
+            out.extend_from_slice(&self.raw[at..start]);
+            out.extend_from_slice(replacement);
+            at = end;
+        }
+        out.extend_from_slice(&self.raw[at..]);
         out.freeze()
     }
 }
@@ -94,6 +106,7 @@ pub fn parse_body(raw: Bytes) -> Result<ParsedBody, GatewayError> {
     let mut model = None;
     let mut stream = false;
     let mut background = false;
+    let mut background_span = None;
     let mut session = None;
     let mut cache_key = None;
     for (key, value) in &top.0 {
@@ -105,7 +118,12 @@ pub fn parse_body(raw: Bytes) -> Result<ParsedBody, GatewayError> {
                 model = Some((m, span_of(&raw, value)));
             }
             "stream" => stream = parse_bool(value, "stream")?,
-            "background" => background = parse_bool(value, "background")?,
+            "background" => {
+                background = parse_bool(value, "background")?;
+                if background {
+                    background_span = Some(span_of(&raw, value));
+                }
+            }
             "session_id" => session = string_value(value),
             "prompt_cache_key" => cache_key = string_value(value),
             "metadata" => {
@@ -137,6 +155,7 @@ pub fn parse_body(raw: Bytes) -> Result<ParsedBody, GatewayError> {
         background,
         body_session_key: session.or(cache_key),
         model_span,
+        background_span,
         raw,
     })
 }
@@ -255,6 +274,19 @@ mod tests {
     fn invalid_utf8_is_a_json_error() {
         let raw = Bytes::from_static(b"{\"model\":\"\xff\"}");
         assert_eq!(parse_body(raw).unwrap_err().code, "invalid_json");
+    }
+
+    #[test]
+    fn background_is_degraded_to_synchronous_upstream() {
+        let p = parse(r#"{"background":true,"model":"openai/gpt-4o","input":"x"}"#).unwrap();
+        assert!(p.background);
+        let v: serde_json::Value = serde_json::from_slice(&p.with_model("gpt-4o")).unwrap();
+        assert_eq!(v["background"], false);
+        assert_eq!(v["model"], "gpt-4o");
+        assert_eq!(v["input"], "x");
+        let p = parse(r#"{"model":"m","background":true}"#).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&p.with_model("m")).unwrap();
+        assert_eq!(v["background"], false);
     }
 
     #[test]

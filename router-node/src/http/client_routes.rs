@@ -105,9 +105,30 @@ async fn handle(
             return e.to_response(format);
         }
     };
-    if route_req.body.stream {
-        return stream_response(rt, route_req, format, request_id, started, timer).await;
+    let background = route_req.body.background;
+    let mut resp = if route_req.body.stream {
+        stream_response(rt, route_req, format, request_id, started, timer).await
+    } else {
+        json_or_error(rt, route_req, format, request_id, started, timer).await
+    };
+    if background {
+        // `background: true` (Responses) is served synchronously; say so.
+        resp.headers_mut().insert(
+            actix_web::http::header::HeaderName::from_static("x-switchyard-warning"),
+            actix_web::http::header::HeaderValue::from_static("background-degraded-to-synchronous"),
+        );
     }
+    resp
+}
+
+async fn json_or_error(
+    rt: Arc<Runtime>,
+    route_req: RouteRequest,
+    format: ClientFormat,
+    request_id: String,
+    started: Instant,
+    timer: RequestTimer,
+) -> HttpResponse {
     match routing::route(&rt, &route_req).await {
         Ok(routed) => {
             let resp = json_response(&routed, &request_id);

@@ -40,6 +40,8 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
     })
     .workers(workers)
     .shutdown_timeout(grace)
+    // Signals are handled by `lifecycle`, which fails readiness before closing listeners.
+    .disable_signals()
     // Long LLM generations: never cut a slow request at actix's 5 s default.
     .client_request_timeout(Duration::from_secs(60))
     .keep_alive(Duration::from_secs(75))
@@ -69,6 +71,7 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
     })
     .workers(1)
     .shutdown_timeout(grace)
+    .disable_signals()
     .bind(admin_addr)?
     .run();
     Ok((client, admin))

@@ -83,12 +83,33 @@ impl Drop for Permits {
     }
 }
 
-/// Routes a request to completion of its dispatch (for streams: to the commit point).
+/// Routes a request to completion of its dispatch (for streams: to the commit point). A combo
+/// with `combo_timeout_ms` gets 504 `COMBO_TIMEOUT` when the whole dispatch takes longer.
 pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, GatewayError> {
     let resolved = rt
         .index
         .resolve(&req.body.model)
         .map_err(terminal::resolve_error)?;
+    let combo_timeout = match &resolved {
+        Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => c.options.combo_timeout_ms,
+        _ => return route_resolved(rt, req, resolved).await,
+    };
+    let limit = Duration::from_millis(combo_timeout);
+    match tokio::time::timeout(limit, route_resolved(rt, req, resolved)).await {
+        Ok(result) => result,
+        Err(_) => Err(terminal::combo_timeout(combo_timeout)),
+    }
+}
+
+async fn route_resolved(
+    rt: &Arc<Runtime>,
+    req: &RouteRequest,
+    resolved: Resolved,
+) -> Result<Routed, GatewayError> {
+    let target_timeout_ms = match &resolved {
+        Resolved::Combo(c) => c.options.timeout_ms,
+        Resolved::Direct(_) => 0,
+    };
     let (targets, strategy, combo, max_attempts) = match &resolved {
         Resolved::Direct(t) => (vec![t.clone()], None, None, DEFAULT_MAX_ATTEMPTS),
         Resolved::Combo(c) => (
@@ -125,18 +146,19 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
                 target,
                 is_combo,
                 max_attempts,
+                target_timeout_ms,
                 &mut excluded,
                 &mut report,
             )
             .await?
             {
-                if let (Some(name), Some(state)) =
-                    (&combo, combo.as_ref().and_then(|n| rt.combo_state.get(n)))
+                // Last-known-good memory of the combo (lkgp and friends).
+                if let Some(Ok(mut state)) = combo
+                    .as_ref()
+                    .and_then(|n| rt.combo_state.get(n))
+                    .map(|s| s.lock())
                 {
-                    let _ = name;
-                    if let Ok(mut s) = state.lock() {
-                        s.record_success(stable_hash(target_key(target).as_bytes()));
-                    }
+                    state.record_success(stable_hash(target_key(target).as_bytes()));
                 }
                 return Ok(routed);
             }
@@ -230,6 +252,7 @@ async fn try_target(
     target: &Target,
     is_combo: bool,
     max_attempts: u32,
+    target_timeout_ms: Millis,
     excluded: &mut Vec<usize>,
     report: &mut Report,
 ) -> Result<Option<Routed>, GatewayError> {
@@ -242,8 +265,25 @@ async fn try_target(
         report.skip(&key, &provider.id, TargetSkip::FormatMismatch);
         return Ok(None);
     }
-    // 1. Provider breaker.
+    // 0. The optional windowed provider cooldown (off by default).
     let now = rt.clock.now();
+    if rt.settings.load().provider_cooldown.enabled
+        && let Some(until) = rt
+            .provider_cooldown
+            .lock()
+            .ok()
+            .and_then(|t| t.cooling_until(&provider.id, None, now))
+    {
+        report.skip(
+            &key,
+            &provider.id,
+            TargetSkip::ProviderCooldown {
+                retry_after_ms: until - now,
+            },
+        );
+        return Ok(None);
+    }
+    // 1. Provider breaker.
     let snap = **provider.breaker.load();
     let mut probe: Option<ProbeGeneration> = None;
     match snap.view {
@@ -349,7 +389,10 @@ async fn try_target(
             body: req.body.with_model(&model),
             stream: req.body.stream,
             forward_headers: req.forward_headers.clone(),
-            deadline_ms: attempt_deadline(rt, &provider, &conn, now),
+            deadline_ms: earliest(
+                attempt_deadline(rt, &provider, &conn, now),
+                (target_timeout_ms > 0).then(|| now + target_timeout_ms),
+            ),
             watch: rt.watch_config(&provider.config),
             clock: rt.clock,
         };
@@ -395,7 +438,7 @@ async fn try_target(
                     rt, &provider, &conn, &model, &key, &failure, probe, is_combo,
                 );
                 // A probe is used once: later attempts on this target go through the breaker again.
-                probe = None;
+                let was_probe = probe.take().is_some();
                 if let Some(session) = &req.session {
                     rt.affinity.evict(provider.idx, session);
                 }
@@ -408,11 +451,25 @@ async fn try_target(
                 rt.metrics.fallback(judged.classification.reason);
                 excluded.push(conn.idx);
                 fallback = true;
-                // The breaker may have opened on this failure: re-check before the next connection.
                 let now = rt.clock.now();
-                if let BreakerView::Open { until } = provider.breaker.load().view
+                if was_probe {
+                    // The snapshot still reads half-open until the actor applies this failure,
+                    // so ask the actor itself: the admission queues behind the observation, sees
+                    // a failed probe's reopened breaker, and stops the request here instead of
+                    // letting it reach the provider's other connections unadmitted.
+                    match admit_probe(&provider, now).await {
+                        Admission::Allowed => {}
+                        Admission::Probe { generation } => probe = Some(generation),
+                        Admission::Rejected { .. } => {
+                            report.skip(&key, &provider.id, TargetSkip::Failed);
+                            return Ok(None);
+                        }
+                    }
+                } else if let BreakerView::Open { until } = provider.breaker.load().view
                     && until > now
                 {
+                    // The breaker may have opened on this failure: re-check before the next
+                    // connection.
                     report.skip(&key, &provider.id, TargetSkip::Failed);
                     return Ok(None);
                 }
@@ -498,6 +555,13 @@ fn queue_enabled(rt: &Runtime, provider: &ProviderHandle, conn: &ConnHandle) -> 
     explicit
         || (provider.config.category == switchyard_shared::outcome::ProviderCategory::Apikey
             && settings.request_queue.auto_enable_apikey_providers)
+}
+
+fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Queue admission then the composite gate (connection → model). Global and provider caps are

@@ -198,6 +198,13 @@ fn judge(
             classification.breaker
         };
         report_breaker(rt, provider, outcome, probe, now);
+        if matches!(outcome, BreakerOutcome::Failure(_))
+            && !model_scoped
+            && settings.provider_cooldown.enabled
+            && let Ok(mut tracker) = rt.provider_cooldown.lock()
+        {
+            tracker.record_failure(&provider.id, provider.config.category, Some(&conn.id), now);
+        }
     }
 
     let retry_after_ms = client_retry_after
@@ -229,6 +236,11 @@ pub fn on_success(
     probe: Option<ProbeGeneration>,
 ) {
     let now = rt.clock.now();
+    if rt.settings.load().provider_cooldown.enabled
+        && let Ok(mut tracker) = rt.provider_cooldown.lock()
+    {
+        tracker.record_success(&provider.id, Some(&conn.id));
+    }
     if conn.load().needs_success_report() {
         actors::observe_success(
             conn,

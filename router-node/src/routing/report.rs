@@ -34,6 +34,10 @@ pub enum TargetSkip {
     CircuitOpen {
         retry_after_ms: Millis,
     },
+    /// The optional windowed provider cooldown holds the provider.
+    ProviderCooldown {
+        retry_after_ms: Millis,
+    },
     /// Every eligible connection is cooling, locked or terminal.
     Blocked {
         connections: Vec<BlockedConnection>,
@@ -60,6 +64,7 @@ impl TargetSkip {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::CircuitOpen { .. } => "circuit_open",
+            Self::ProviderCooldown { .. } => "provider_cooldown",
             Self::Blocked { connections } => {
                 let all_terminal = !connections.is_empty()
                     && connections
@@ -94,7 +99,9 @@ impl TargetSkip {
     /// Time until this obstacle lapses, when it is a timer.
     pub fn remaining_ms(&self) -> Option<Millis> {
         match self {
-            Self::CircuitOpen { retry_after_ms } => Some(*retry_after_ms),
+            Self::CircuitOpen { retry_after_ms } | Self::ProviderCooldown { retry_after_ms } => {
+                Some(*retry_after_ms)
+            }
             Self::Blocked { connections } => connections
                 .iter()
                 .filter_map(|c| match c.block {
@@ -111,6 +118,7 @@ impl TargetSkip {
     pub fn exclusion(&self) -> ExclusionReason {
         match self {
             Self::CircuitOpen { .. } => ExclusionReason::CircuitOpen,
+            Self::ProviderCooldown { .. } => ExclusionReason::ProviderCooldown,
             Self::Blocked { .. } if self.reason() == "model_lockout" => {
                 ExclusionReason::ModelLockout
             }

@@ -68,6 +68,16 @@ pub fn max_attempts(report: &Report) -> GatewayError {
     )
 }
 
+/// 504 `COMBO_TIMEOUT`: the combo's whole dispatch exceeded `combo_timeout_ms`.
+pub fn combo_timeout(ms: Millis) -> GatewayError {
+    GatewayError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "server_error",
+        "COMBO_TIMEOUT",
+        format!("The combo did not produce a response within {ms} ms"),
+    )
+}
+
 /// The last upstream failure, re-wrapped: status preserved, sanitised message.
 pub fn upstream_error(report: &Report) -> GatewayError {
     let Some(f) = &report.last_failure else {
@@ -150,6 +160,19 @@ pub fn after_pass(
             TargetSkip::CircuitOpen { retry_after_ms } => {
                 AfterPass::Fail(circuit_open(&record.provider, retry_after_ms))
             }
+            TargetSkip::ProviderCooldown { retry_after_ms } => AfterPass::Fail(
+                GatewayError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "provider_cooldown",
+                    format!(
+                        "Provider {} is cooling down after repeated failures",
+                        record.provider
+                    ),
+                )
+                .with_retry_after_ms(retry_after_ms)
+                .with_field("provider", record.provider.as_str()),
+            ),
             TargetSkip::Blocked { connections } => {
                 let wait = settings.wait_for_cooldown().clamped();
                 match admission::decide_direct_wait(&connections, waits, waited_ms, &wait) {

@@ -81,7 +81,7 @@ pub struct ConnHandle {
     pub model_gates: HashMap<String, Gate>,
     /// The request queue (rate limit protection), used when enabled.
     pub queue: RequestQueue,
-    /// Pooled upstream client.
+    /// The provider's pooled upstream client (a cheap handle shared by its connections).
     pub client: reqwest::Client,
     /// The upstream credential, if the provider needs one. Never logged.
     pub api_key: Option<String>,

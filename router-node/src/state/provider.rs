@@ -11,7 +11,9 @@ use switchyard_shared::config::ProviderConfig;
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ProviderBreakerActor;
+use crate::http::errors::ClientFormat;
 use crate::metrics::TransitionCounts;
+use crate::upstream::endpoint_url;
 
 /// The breaker as published for readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,14 +70,22 @@ pub struct ProviderHandle {
     pub actor: OnceLock<Addr<ProviderBreakerActor>>,
     /// Breaker transitions so far (exported as `switchyard_breaker_transitions_total`).
     pub transitions: TransitionCounts,
+    /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URL
+    /// instead of parsing one.
+    endpoints: [Option<reqwest::Url>; 3],
 }
 
 impl ProviderHandle {
     pub fn new(idx: usize, config: ProviderConfig, connections: Vec<usize>) -> Self {
+        let endpoints = [
+            ClientFormat::OpenAiChat,
+            ClientFormat::OpenAiResponses,
+            ClientFormat::Anthropic,
+        ]
+        .map(|f| reqwest::Url::parse(&endpoint_url(&config.base_url, f)).ok());
         Self {
             idx,
             id: Arc::from(config.id.as_str()),
-            config,
             breaker: ArcSwap::from_pointee(BreakerSnapshot::default()),
             connections,
             strategy_state: Mutex::new(StrategyState::new()),
@@ -83,7 +93,19 @@ impl ProviderHandle {
             last_used_conn: AtomicUsize::new(usize::MAX),
             actor: OnceLock::new(),
             transitions: TransitionCounts::default(),
+            endpoints,
+            config,
         }
+    }
+
+    /// The parsed upstream endpoint for a client format (`None` if the base URL is invalid).
+    pub fn endpoint(&self, format: ClientFormat) -> Option<&reqwest::Url> {
+        let i = match format {
+            ClientFormat::OpenAiChat => 0,
+            ClientFormat::OpenAiResponses => 1,
+            ClientFormat::Anthropic => 2,
+        };
+        self.endpoints.get(i).and_then(Option::as_ref)
     }
 }
 

@@ -62,9 +62,11 @@ impl RequestQueue {
 
     /// Admits a request: depth check, pacing slot, execution permit, all within the wait budget.
     pub async fn admit(&self, clock: &Clock) -> Result<QueuePermit, AdmissionError> {
-        check_queue_depth(self.waiting(), self.settings.max_queue_depth)?;
-        self.waiting.fetch_add(1, Ordering::AcqRel);
+        // Join the line and check the depth in one atomic step, so simultaneous arrivals cannot
+        // both pass a check made before either of them joined.
+        let ahead = self.waiting.fetch_add(1, Ordering::AcqRel);
         let _line = Leave(&self.waiting);
+        check_queue_depth(ahead, self.settings.max_queue_depth)?;
         let start = clock.now();
         let budget = self.settings.max_wait_ms;
         loop {
@@ -109,5 +111,45 @@ struct Leave<'a>(&'a AtomicU32);
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn simultaneous_arrivals_never_exceed_the_depth() {
+        let q = std::sync::Arc::new(RequestQueue::new(QueueSettings {
+            requests_per_minute: 0,
+            min_time_between_requests_ms: 0,
+            concurrent_requests: 1,
+            max_wait_ms: 200,
+            execution_max_wait_ms: 1000,
+            max_queue_depth: 2,
+        }));
+        let clock = Clock::new();
+        // One executes, holding the only execution slot.
+        let running = q.admit(&clock).await.unwrap();
+        let mut tasks = Vec::new();
+        for _ in 0..10 {
+            let q = q.clone();
+            tasks.push(tokio::spawn(async move {
+                q.admit(&Clock::new()).await.map(|_| ())
+            }));
+        }
+        let mut full = 0;
+        let mut timed_out = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Err(AdmissionError::QueueFull { .. }) => full += 1,
+                Err(AdmissionError::QueueTimeout { .. }) => timed_out += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(timed_out, 2, "only max_queue_depth requests may wait");
+        assert_eq!(full, 8);
+        assert_eq!(q.waiting(), 0);
+        drop(running);
     }
 }

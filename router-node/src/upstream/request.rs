@@ -138,11 +138,12 @@ pub(super) fn build(req: &AttemptRequest) -> Result<reqwest::RequestBuilder, &'s
                 .or_insert(rh::HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
         }
     }
-    let url = endpoint_url(&config.base_url, req.client_format);
-    Ok(req
-        .conn
-        .client
-        .post(url)
-        .headers(headers)
-        .body(req.body.clone()))
+    let builder = match req.provider.endpoint(req.client_format) {
+        Some(url) => req.conn.client.post(url.clone()),
+        None => req
+            .conn
+            .client
+            .post(endpoint_url(&config.base_url, req.client_format)),
+    };
+    Ok(builder.headers(headers).body(req.body.clone()))
 }
