@@ -118,6 +118,7 @@ label_enum! {
     /// `reason` a target was skipped (the reasons of `skippedTargets`).
     SkipReason {
         CircuitOpen => "circuit_open",
+        ProviderCooldown => "provider_cooldown",
         ConnectionCooldown => "connection_cooldown",
         ModelLockout => "model_lockout",
         Terminal => "terminal",

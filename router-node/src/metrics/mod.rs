@@ -102,6 +102,31 @@ impl UpstreamWait {
     }
 }
 
+/// Adds an attempt's duration to the request's upstream wait exactly once, also when the
+/// attempt is cancelled (a combo timeout drops the whole dispatch mid-attempt).
+struct AttemptClock<'a> {
+    wait: &'a UpstreamWait,
+    started: Instant,
+    done: bool,
+}
+
+impl AttemptClock<'_> {
+    fn stop(mut self) -> Duration {
+        self.done = true;
+        let elapsed = self.started.elapsed();
+        self.wait.add(elapsed);
+        elapsed
+    }
+}
+
+impl Drop for AttemptClock<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.wait.add(self.started.elapsed());
+        }
+    }
+}
+
 /// Skip counters, shared with each request's routing report.
 #[derive(Debug)]
 pub struct SkipCounters([IntCounter; SkipReason::COUNT]);
@@ -400,10 +425,13 @@ impl Metrics {
         wait: &UpstreamWait,
         attempt: impl Future<Output = AttemptResult>,
     ) -> AttemptResult {
-        let started = Instant::now();
+        let clock = AttemptClock {
+            wait,
+            started: Instant::now(),
+            done: false,
+        };
         let result = attempt.await;
-        let elapsed = started.elapsed();
-        wait.add(elapsed);
+        let elapsed = clock.stop();
         if let Some(p) = self.providers.get(provider) {
             match &result {
                 AttemptResult::Stream(_) => p.time_to_first_content.observe(elapsed.as_secs_f64()),

@@ -166,6 +166,10 @@ fn labels_come_from_closed_sets() {
     );
     assert_eq!(SkipReason::of(&TargetSkip::Failed), SkipReason::Failed);
     assert_eq!(
+        SkipReason::of(&TargetSkip::ProviderCooldown { retry_after_ms: 5 }),
+        SkipReason::ProviderCooldown
+    );
+    assert_eq!(
         SkipReason::of(&TargetSkip::Blocked {
             connections: Vec::new()
         }),
@@ -420,6 +424,16 @@ fn hot_path_counters_use_their_enum_index() {
         Some(1.0)
     );
     assert_eq!(at("switchyard_queue_wait_seconds_sum", ""), Some(0.25));
+}
+
+#[tokio::test]
+async fn a_cancelled_attempt_still_counts_as_upstream_wait() {
+    let rt = runtime();
+    let wait = UpstreamWait::default();
+    let attempt = rt.metrics.time_attempt(0, &wait, std::future::pending());
+    let timed_out = tokio::time::timeout(Duration::from_millis(30), attempt).await;
+    assert!(timed_out.is_err());
+    assert!(wait.get() >= Duration::from_millis(30), "{:?}", wait.get());
 }
 
 #[test]
