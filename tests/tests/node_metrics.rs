@@ -11,20 +11,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream, Route};
+use common::{NO_QUEUE_NO_WAIT, Node, PRELUDE, Reply, connection};
+use serde_json::json;
+use switchyard_tests::mock_upstream::{FaultSpec, MockHandle, Route};
 
 /// Four providers on one mock, told apart by their connections' keys (faults match a key):
 /// `p` for successes and a 503 failover, `q` for a 429 cooldown (its fallback connection
-/// goes through the request queue), `s` for streams, `g` with a one-slot gate.
+/// goes through the request queue), `s` for streams, `g` with a one-slot gate. `p` and `s`
+/// list their model, so their tokens are labelled with it; `q` and `g` pass any model.
 fn config(mock: &MockHandle) -> String {
-    let base = mock.base_url();
     let provider = |id: &str, models: &str| {
         format!(
             r#"
@@ -39,95 +41,43 @@ connect_ms = 1000
 headers_ms = 8000
 first_content_ms = 8000
 idle_ms = 8000
-"#
-        )
-    };
-    let connection = |id: &str, provider: &str, extra: &str| {
-        format!(
-            r#"
-[[connections]]
-id = "{id}"
-provider = "{provider}"
-api_key_env = "KEY_{upper}"
-{extra}
 "#,
-            upper = id.to_uppercase()
+            base = mock.base_url()
         )
     };
     [
-        r#"
-[server]
-workers = 2
-
-[auth]
-require_api_key = false
-management_key_env = ""
-
-[resilience.request_queue]
-auto_enable_apikey_providers = false
-
-[resilience.wait_for_cooldown]
-enabled = false
-
+        PRELUDE,
+        NO_QUEUE_NO_WAIT,
+        "
 [resilience.concurrency]
 semaphore_queue_timeout_ms = 100
 semaphore_max_queue = 4
-"#
-        .to_owned(),
-        provider("p", r#""mock-model""#),
-        provider("q", ""),
-        provider("s", r#""mock-model""#),
-        provider("g", ""),
-        connection("a", "p", ""),
-        connection("b", "p", ""),
-        connection("c", "q", ""),
-        connection("d", "q", "rate_limit_protection = true"),
-        connection("e", "s", ""),
-        connection("f", "s", ""),
-        connection("h", "g", "max_concurrent = 1"),
+",
+        &provider("p", r#""mock-model""#),
+        &provider("q", ""),
+        &provider("s", r#""mock-model""#),
+        &provider("g", ""),
+        &connection("a", "p", "KEY_A", ""),
+        &connection("b", "p", "KEY_B", ""),
+        &connection("c", "q", "KEY_C", ""),
+        &connection("d", "q", "KEY_D", "rate_limit_protection = true"),
+        &connection("e", "s", "KEY_E", ""),
+        &connection("f", "s", "KEY_F", ""),
+        &connection("h", "g", "KEY_H", "max_concurrent = 1"),
     ]
     .concat()
 }
 
-struct Reply {
-    status: u16,
-    connection: String,
-    text: String,
-}
-
-async fn post(http: &reqwest::Client, node: &NodeProcess, body: Value) -> Reply {
-    let resp = http
-        .post(format!("{}/v1/chat/completions", node.client_url()))
-        .json(&body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("request failed: {e}\nnode log:\n{}", node.log()));
-    let status = resp.status().as_u16();
-    let connection = resp
-        .headers()
-        .get("x-switchyard-connection")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    let text = resp.text().await.unwrap_or_default();
-    Reply {
-        status,
-        connection,
-        text,
-    }
-}
-
-fn chat(model: &str) -> Value {
-    json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
-}
-
-fn stream(model: &str) -> Value {
-    json!({
+/// A streamed chat completion that asks for the final usage chunk.
+async fn stream(node: &Node, model: &str) -> Reply {
+    let body = json!({
         "model": model,
         "stream": true,
         "stream_options": {"include_usage": true},
         "messages": [{"role": "user", "content": "hi"}],
-    })
+    });
+    node.post("/v1/chat/completions", "application/json", body.to_string())
+        .await
 }
 
 /// One sample of the exposition.
@@ -212,40 +162,29 @@ fn promtool_check(text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_move_with_traffic_and_parse_with_promtool() {
-    let mock = MockUpstream::start(MockConfig {
-        chunks: 5,
-        ..MockConfig::default()
-    })
-    .await
-    .unwrap();
-    let keys: Vec<(String, String)> = ["a", "b", "c", "d", "e", "f", "h"]
-        .iter()
-        .map(|c| (format!("KEY_{}", c.to_uppercase()), format!("sk-{c}")))
-        .collect();
-    let cfg = config(&mock);
-    let node = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        NodeProcess::start(&cfg, &env)
-    })
-    .await
-    .unwrap()
-    .unwrap_or_else(|e| panic!("node did not start: {e}"));
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap();
+    let mock = common::mock().await;
+    let env = [
+        ("KEY_A", "sk-a"),
+        ("KEY_B", "sk-b"),
+        ("KEY_C", "sk-c"),
+        ("KEY_D", "sk-d"),
+        ("KEY_E", "sk-e"),
+        ("KEY_F", "sk-f"),
+        ("KEY_H", "sk-h"),
+    ];
+    let node = Node::start(config(&mock), &env).await;
+    let routed = |r: &Reply, status: u16, connection: &str| {
+        assert_eq!((r.status, r.connection()), (status, connection), "{r:?}");
+    };
 
     // Successes on p (connection a).
     for _ in 0..3 {
-        let r = post(&http, &node, chat("p/mock-model")).await;
-        assert_eq!((r.status, r.connection.as_str()), (200, "a"), "{}", r.text);
+        routed(&node.chat("p/mock-model").await, 200, "a");
     }
     // A 503 on a fails over to b.
     mock.script(FaultSpec::status(503).for_key("sk-a").times(1))
         .unwrap();
-    let r = post(&http, &node, chat("p/mock-model")).await;
-    assert_eq!((r.status, r.connection.as_str()), (200, "b"), "{}", r.text);
+    routed(&node.chat("p/mock-model").await, 200, "b");
     // A 429 with a long Retry-After cools c; d (behind the request queue) answers. The model
     // is not configured on q, so its tokens count as `other`.
     mock.script(
@@ -255,14 +194,13 @@ async fn metrics_move_with_traffic_and_parse_with_promtool() {
             .times(1),
     )
     .unwrap();
-    let r = post(&http, &node, chat("q/some-client-model")).await;
-    assert_eq!((r.status, r.connection.as_str()), (200, "d"), "{}", r.text);
+    routed(&node.chat("q/some-client-model").await, 200, "d");
     // Two streams with usage on s; then one that ends before any content on e (a watchdog
     // abort before the commit point) and fails over to f.
     for _ in 0..2 {
-        let r = post(&http, &node, stream("s/mock-model")).await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        assert!(r.text.contains("[DONE]"), "{}", r.text);
+        let r = stream(&node, "s/mock-model").await;
+        routed(&r, 200, "e");
+        assert!(r.text.contains("[DONE]"), "{r:?}");
     }
     mock.script(FaultSpec {
         eof_before_content: true,
@@ -272,32 +210,30 @@ async fn metrics_move_with_traffic_and_parse_with_promtool() {
             .times(1)
     })
     .unwrap();
-    let r = post(&http, &node, stream("s/mock-model")).await;
-    assert_eq!((r.status, r.connection.as_str()), (200, "f"), "{}", r.text);
+    routed(&stream(&node, "s/mock-model").await, 200, "f");
     // g has one slot: while a slow request holds it, a second one times out at the gate.
     mock.script(FaultSpec {
         latency_before_headers_ms: Some(1500),
         ..FaultSpec::new().for_key("sk-h").times(1)
     })
     .unwrap();
+    let node = std::sync::Arc::new(node);
     let slow = {
-        let http = http.clone();
-        let url = format!("{}/v1/chat/completions", node.client_url());
-        tokio::spawn(async move { http.post(url).json(&chat("g/m")).send().await })
+        let node = node.clone();
+        tokio::spawn(async move { node.chat("g/m").await })
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let r = post(&http, &node, chat("g/m")).await;
-    assert_eq!(r.status, 429, "{}", r.text);
-    assert!(r.text.contains("SEMAPHORE_TIMEOUT"), "{}", r.text);
-    assert_eq!(slow.await.unwrap().unwrap().status().as_u16(), 200);
-    // An unknown model: a 4xx that never reaches routing's upstreams.
-    let r = post(&http, &node, chat("nobody/none")).await;
-    assert_eq!(r.status, 404, "{}", r.text);
+    let r = node.chat("g/m").await;
+    r.assert_error(429, "SEMAPHORE_TIMEOUT");
+    routed(&slow.await.unwrap(), 200, "h");
+    // An unknown model: a 4xx that never reaches an upstream.
+    assert_eq!(node.chat("nobody/none").await.status, 404);
     // Let the actors apply the last observations.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    common::settle().await;
 
-    let resp = http
-        .get(format!("{}/metrics", node.admin_url()))
+    let resp = node
+        .http
+        .get(format!("{}/metrics", node.proc.admin_url()))
         .send()
         .await
         .unwrap();
