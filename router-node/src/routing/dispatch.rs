@@ -125,7 +125,8 @@ async fn route_resolved(
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
     loop {
-        let order = order_targets(rt, &targets, strategy, combo.as_deref());
+        let cache_key = req.session.as_deref().map(|k| stable_hash(k.as_bytes()));
+        let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
         for ti in order {
             let Some(target) = targets.get(ti) else {
                 continue;
@@ -181,6 +182,7 @@ fn order_targets(
     targets: &[Target],
     strategy: Option<Strategy>,
     combo: Option<&str>,
+    cache_key: Option<u64>,
 ) -> Vec<usize> {
     let Some(strategy) = strategy else {
         return (0..targets.len()).collect();
@@ -202,7 +204,9 @@ fn order_targets(
             }
         })
         .collect();
-    let ctx = SelectCtx::new(now);
+    let mut ctx = SelectCtx::new(now);
+    // cache-optimized: the session / prompt-cache key pins a request to its target.
+    ctx.cache_key = cache_key;
     let mut out = Vec::with_capacity(candidates.len());
     let state = combo.and_then(|c| rt.combo_state.get(c));
     match state.map(|s| s.lock()) {
