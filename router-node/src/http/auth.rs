@@ -7,6 +7,7 @@
 use actix_web::http::header::HeaderMap;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use switchyard_shared::config::glob_match;
 
 use super::errors::GatewayError;
 
@@ -104,33 +105,6 @@ pub fn presented_key(headers: &HeaderMap) -> Option<String> {
 /// SHA-256 of a key, for building the store.
 pub fn hash_key(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
-}
-
-/// Glob match with `*` (any run) and `?` (one char); iterative, linear in practice.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use switchyard_shared::sse::{self, Format};
 use tokio::sync::mpsc;
 
 use super::errors::{ClientFormat, GatewayError};
-use super::ingress;
+use super::{ingress, scrub};
 use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
@@ -164,7 +164,8 @@ fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
     b.insert_header(("x-switchyard-connection", routed.conn.id.to_string()));
     b.insert_header(("x-switchyard-attempts", routed.attempts.to_string()));
     b.insert_header(("x-request-id", request_id.to_owned()));
-    b.content_type("application/json").body(ok.body.clone())
+    let body = scrub::scrub_bytes(&ok.body, routed.conn.api_key.as_deref());
+    b.content_type("application/json").body(body)
 }
 
 /// A streaming request: route to the commit point, with early keep-alives if that is slow.
@@ -196,6 +197,11 @@ async fn stream_response(
             let (tx, rx) = mpsc::channel::<Bytes>(16);
             let keepalive = Bytes::from_static(sse::keep_alive_frame(sse_format(format)));
             actix_web::rt::spawn(async move {
+                // The first keep-alive goes out with the commit: committing early exists to put
+                // a body byte in front of the client's first-byte timeout, not 2.5 s later.
+                if tx.send(keepalive.clone()).await.is_err() {
+                    return;
+                }
                 let mut tick = tokio::time::interval(Duration::from_millis(2500));
                 tick.tick().await;
                 let res = loop {
@@ -303,6 +309,9 @@ fn committed_body(
         return Box::pin(futures_util::stream::empty());
     };
     let rt_heartbeat = rt.settings.load().stream.heartbeat_interval_ms;
+    // An upstream may echo this connection's key in error text relayed after the commit.
+    let secret = conn.api_key.clone();
+    let log_secret = secret.clone();
     let key_id = route_req.key_id.clone();
     let client_model = route_req.body.model.clone();
     let on_finish = Box::new(move |end: StreamEnd| {
@@ -327,7 +336,7 @@ fn committed_body(
                     transport: Some(end.transport.unwrap_or(TransportFailure::ConnectionReset)),
                     headers: Vec::new(),
                     body: String::new(),
-                    message: err.clone(),
+                    message: scrub::scrub_text(err, log_secret.as_deref()),
                     stream_abort: None,
                     elapsed_ms: end.duration_ms,
                     in_band_error: false,
@@ -336,8 +345,11 @@ fn committed_body(
                     status: Some(crate::upstream::IN_BAND_ERROR_STATUS),
                     transport: None,
                     headers: Vec::new(),
-                    body: format!("{} {}", se.error_type, se.message),
-                    message: se.message.clone(),
+                    body: scrub::scrub_text(
+                        &format!("{} {}", se.error_type, se.message),
+                        log_secret.as_deref(),
+                    ),
+                    message: scrub::scrub_text(&se.message, log_secret.as_deref()),
                     stream_abort: None,
                     elapsed_ms: end.duration_ms,
                     in_band_error: true,
@@ -373,10 +385,11 @@ fn committed_body(
         timer.finish(200, Duration::ZERO);
     });
     let heartbeat = rt_heartbeat;
-    Box::pin(
+    scrub::scrub_stream(
         stream
             .with_heartbeat_interval_ms(heartbeat)
             .into_body(on_finish),
+        secret.as_deref(),
     )
 }
 

@@ -6,4 +6,5 @@ pub mod body;
 pub mod client_routes;
 pub mod errors;
 pub mod ingress;
+pub mod scrub;
 pub mod server;

@@ -132,7 +132,8 @@ async fn route_resolved(
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
     loop {
-        let order = order_targets(rt, &targets, strategy, combo.as_deref());
+        let cache_key = req.session.as_deref().map(|k| stable_hash(k.as_bytes()));
+        let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
         for ti in order {
             let Some(target) = targets.get(ti) else {
                 continue;
@@ -188,6 +189,7 @@ fn order_targets(
     targets: &[Target],
     strategy: Option<Strategy>,
     combo: Option<&str>,
+    cache_key: Option<u64>,
 ) -> Vec<usize> {
     let Some(strategy) = strategy else {
         return (0..targets.len()).collect();
@@ -209,7 +211,9 @@ fn order_targets(
             }
         })
         .collect();
-    let ctx = SelectCtx::new(now);
+    let mut ctx = SelectCtx::new(now);
+    // cache-optimized: the session / prompt-cache key pins a request to its target.
+    ctx.cache_key = cache_key;
     let mut out = Vec::with_capacity(candidates.len());
     let state = combo.and_then(|c| rt.combo_state.get(c));
     match state.map(|s| s.lock()) {
@@ -397,42 +401,22 @@ async fn try_target(
             clock: rt.clock,
         };
         let attempt = upstream::attempt(attempt_req);
-        match rt
+        let timed = rt
             .metrics
-            .time_attempt(provider.idx, &req.upstream_wait, attempt)
-            .await
-        {
-            AttemptResult::Json(ok) => {
+            .time_attempt(provider.idx, &req.upstream_wait, attempt);
+        let body = match timed.await {
+            AttemptResult::Json(ok) => Ok(RoutedBody::Json(ok)),
+            AttemptResult::Stream(stream) => Ok(RoutedBody::Stream(stream)),
+            AttemptResult::Failed(failure) => Err(failure),
+        };
+        match body {
+            Ok(body) => {
                 observe::on_success(rt, &provider, &conn, &model, probe);
                 return Ok(Some(success(
-                    rt,
-                    req,
-                    RoutedBody::Json(ok),
-                    conn,
-                    provider,
-                    model,
-                    key,
-                    report,
-                    probe,
-                    permits,
+                    rt, req, body, conn, provider, model, key, report, probe, permits,
                 )));
             }
-            AttemptResult::Stream(stream) => {
-                observe::on_success(rt, &provider, &conn, &model, probe);
-                return Ok(Some(success(
-                    rt,
-                    req,
-                    RoutedBody::Stream(stream),
-                    conn,
-                    provider,
-                    model,
-                    key,
-                    report,
-                    probe,
-                    permits,
-                )));
-            }
-            AttemptResult::Failed(failure) => {
+            Err(failure) => {
                 drop(permits);
                 let judged = observe::on_failure(
                     rt, &provider, &conn, &model, &key, &failure, probe, is_combo,

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use switchyard_shared::Millis;
-use switchyard_shared::sse::Usage;
+use switchyard_shared::sse::{Usage, WireUsage};
 
 use crate::clock::Clock;
 
@@ -136,39 +136,6 @@ struct Probe<'a> {
     #[serde(borrow)]
     error: Option<&'a RawValue>,
     usage: Option<WireUsage>,
-}
-
-/// Usage under every format's field names (chat, responses, messages).
-#[derive(Deserialize)]
-struct WireUsage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    prompt_tokens_details: Option<CachedDetails>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    input_tokens_details: Option<CachedDetails>,
-    cache_read_input_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct CachedDetails {
-    cached_tokens: Option<u64>,
-}
-
-impl From<WireUsage> for Usage {
-    fn from(w: WireUsage) -> Self {
-        let cached = |d: Option<CachedDetails>| d.and_then(|d| d.cached_tokens);
-        Usage {
-            input: w.input_tokens.or(w.prompt_tokens),
-            output: w.output_tokens.or(w.completion_tokens),
-            cache_read: w
-                .cache_read_input_tokens
-                .or(cached(w.prompt_tokens_details))
-                .or(cached(w.input_tokens_details)),
-            cache_creation: w.cache_creation_input_tokens,
-        }
-    }
 }
 
 /// Probes a `2xx` JSON body. Unparseable bodies are not errors here: they are forwarded, and

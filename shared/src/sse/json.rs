@@ -81,9 +81,10 @@ impl<'de> Visitor<'de> for ShapeVisitor {
     }
 }
 
-/// Usage under every format's field names.
-#[derive(Deserialize)]
-pub(super) struct WireUsage {
+/// Usage under every format's field names (chat, responses, messages); deserialize it from a
+/// `usage` object and convert it `into()` [`Usage`].
+#[derive(Debug, Deserialize)]
+pub struct WireUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
     prompt_tokens_details: Option<CachedDetails>,
@@ -94,7 +95,7 @@ pub(super) struct WireUsage {
     cache_creation_input_tokens: Option<u64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct CachedDetails {
     cached_tokens: Option<u64>,
 }

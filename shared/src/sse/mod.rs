@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use inspect::{
     EventInfo, EventKind, FinishReason, UpstreamStreamError, Usage, inspect, inspect_item,
 };
+pub use json::WireUsage;
 pub use parser::{DEFAULT_MAX_EVENT_BYTES, SseError, SseEvent, SseItem, SseParser};
 pub use throughput::{ThroughputSettings, ThroughputWatchdog};
 pub use watch::{StreamWatch, TurnSummary, WatchConfig};

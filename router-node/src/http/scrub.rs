@@ -1,0 +1,218 @@
+//! Removing a connection's own credential from upstream bytes relayed to a client.
+//!
+//! Some providers echo the request's API key in error text ("Incorrect API key provided: …").
+//! Failures before the commit point are re-worded by routing, but after the commit an
+//! upstream's in-band error event is relayed as it came, so its text would reach the client.
+//! Pattern-based redaction catches well-known key formats only; here the exact credential of
+//! the connection that served the request is replaced by [`REDACTED`] wherever it appears.
+//!
+//! A stream is scrubbed chunk by chunk. A chunk that ends with the first bytes of the
+//! credential keeps those bytes back until the next chunk shows whether the credential
+//! follows. SSE events end with a blank line, which no credential starts with, so a normal
+//! stream is never delayed.
+
+use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
+use switchyard_shared::classify::REDACTED;
+
+/// Credentials shorter than this are not scrubbed: they would match ordinary text.
+const MIN_SECRET_LEN: usize = 8;
+
+/// Incremental scrubber of one secret over a sequence of chunks.
+#[derive(Debug)]
+pub struct Scrubber {
+    secret: Vec<u8>,
+    carry: Vec<u8>,
+}
+
+impl Scrubber {
+    /// `None` when there is nothing worth scrubbing (no credential, or a very short one).
+    pub fn new(secret: Option<&str>) -> Option<Self> {
+        let secret = secret?.trim();
+        (secret.len() >= MIN_SECRET_LEN).then(|| Self {
+            secret: secret.as_bytes().to_vec(),
+            carry: Vec::new(),
+        })
+    }
+
+    /// The scrubbed bytes of `chunk` that can be released now.
+    pub fn push(&mut self, chunk: Bytes) -> Bytes {
+        if self.carry.is_empty()
+            && find(&chunk, &self.secret).is_none()
+            && partial_suffix(&chunk, &self.secret) == 0
+        {
+            return chunk; // the common case: no copy
+        }
+        let mut buf = std::mem::take(&mut self.carry);
+        buf.extend_from_slice(&chunk);
+        let mut out = BytesMut::with_capacity(buf.len());
+        let mut at = 0;
+        while let Some(p) = buf.get(at..).and_then(|rest| find(rest, &self.secret)) {
+            out.extend_from_slice(buf.get(at..at + p).unwrap_or_default());
+            out.extend_from_slice(REDACTED.as_bytes());
+            at += p + self.secret.len();
+        }
+        let rest = buf.get(at..).unwrap_or_default();
+        let keep = partial_suffix(rest, &self.secret);
+        let release = rest.len() - keep;
+        out.extend_from_slice(rest.get(..release).unwrap_or_default());
+        self.carry = rest.get(release..).unwrap_or_default().to_vec();
+        out.freeze()
+    }
+
+    /// Bytes held back at the end of the stream (a prefix of the secret, never all of it).
+    pub fn finish(&mut self) -> Bytes {
+        Bytes::from(std::mem::take(&mut self.carry))
+    }
+
+    /// `text` with every occurrence of the secret replaced.
+    pub fn scrub_str(&self, text: &str) -> String {
+        match std::str::from_utf8(&self.secret) {
+            Ok(s) if text.contains(s) => text.replace(s, REDACTED),
+            _ => text.to_owned(),
+        }
+    }
+}
+
+/// `text` without `secret` (when it is long enough to scrub).
+pub fn scrub_text(text: &str, secret: Option<&str>) -> String {
+    match Scrubber::new(secret) {
+        Some(s) => s.scrub_str(text),
+        None => text.to_owned(),
+    }
+}
+
+/// `body` without `secret`, copying only when it occurs.
+pub fn scrub_bytes(body: &Bytes, secret: Option<&str>) -> Bytes {
+    match Scrubber::new(secret) {
+        Some(mut s) => {
+            let mut out = BytesMut::from(s.push(body.clone()).as_ref());
+            out.extend_from_slice(&s.finish());
+            out.freeze()
+        }
+        None => body.clone(),
+    }
+}
+
+/// Wraps a body stream so that `secret` never leaves it. Errors end the stream (bytes held
+/// back at that point are a partial secret and are dropped).
+pub fn scrub_stream<S, E>(
+    inner: S,
+    secret: Option<&str>,
+) -> std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, E>>>>
+where
+    S: Stream<Item = Result<Bytes, E>> + 'static,
+    E: 'static,
+{
+    let Some(scrubber) = Scrubber::new(secret) else {
+        return Box::pin(inner);
+    };
+    let inner = Box::pin(inner);
+    Box::pin(futures_util::stream::unfold(
+        (inner, scrubber, false),
+        |(mut inner, mut s, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                match inner.next().await {
+                    Some(Ok(chunk)) => {
+                        let out = s.push(chunk);
+                        if !out.is_empty() {
+                            return Some((Ok(out), (inner, s, false)));
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(e), (inner, s, true))),
+                    None => {
+                        let rest = s.finish();
+                        return (!rest.is_empty()).then_some((Ok(rest), (inner, s, true)));
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// Position of the first occurrence of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut from = 0;
+    while let Some(p) = hay.get(from..)?.iter().position(|b| *b == first) {
+        let at = from + p;
+        if hay.get(at..at + needle.len()) == Some(needle) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// Length of the longest suffix of `hay` that is a proper prefix of `needle`.
+fn partial_suffix(hay: &[u8], needle: &[u8]) -> usize {
+    let Some(&last) = hay.last() else { return 0 };
+    let max = needle.len().saturating_sub(1).min(hay.len());
+    (1..=max)
+        .rev()
+        .find(|&k| needle.get(k - 1) == Some(&last) && hay.ends_with(&needle[..k]))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "4f7c2e9a1b3d5f60.Q8rT2vX9zY4wK1mN";
+
+    fn run(chunks: &[&str]) -> (String, Vec<String>) {
+        let mut s = Scrubber::new(Some(KEY)).unwrap();
+        let mut released = Vec::new();
+        for c in chunks {
+            released.push(String::from_utf8(s.push(Bytes::from(c.to_string())).to_vec()).unwrap());
+        }
+        released.push(String::from_utf8(s.finish().to_vec()).unwrap());
+        (released.concat(), released)
+    }
+
+    #[test]
+    fn whole_and_split_secrets_are_replaced() {
+        let (all, _) = run(&[&format!("data: {{\"m\":\"key {KEY} bad\"}}\n\n")]);
+        assert_eq!(all, "data: {\"m\":\"key [REDACTED] bad\"}\n\n");
+        let (all, parts) = run(&[
+            "data: key 4f7c2e9a",
+            "1b3d5f60.Q8rT2vX9zY4wK1mN and ",
+            "more\n\n",
+        ]);
+        assert_eq!(all, "data: key [REDACTED] and more\n\n");
+        assert_eq!(parts[0], "data: key ", "the partial secret is held back");
+        let (all, _) = run(&[KEY, KEY]);
+        assert_eq!(all, "[REDACTED][REDACTED]");
+    }
+
+    #[test]
+    fn ordinary_chunks_pass_through_without_delay() {
+        let (all, parts) = run(&["data: {\"a\":1}\n\n", "data: [DONE]\n\n"]);
+        assert_eq!(parts, ["data: {\"a\":1}\n\n", "data: [DONE]\n\n", ""]);
+        assert_eq!(all, "data: {\"a\":1}\n\ndata: [DONE]\n\n");
+        // A prefix that turns out not to be the secret is released with the next chunk.
+        let (all, _) = run(&["x 4f7c", "zzz"]);
+        assert_eq!(all, "x 4f7czzz");
+        let (all, _) = run(&["tail 4f7c2e"]);
+        assert_eq!(all, "tail 4f7c2e", "held-back bytes are flushed at the end");
+    }
+
+    #[test]
+    fn short_or_missing_secrets_are_not_scrubbed() {
+        assert!(Scrubber::new(None).is_none());
+        assert!(Scrubber::new(Some("abc")).is_none());
+        assert_eq!(scrub_text("abc def", Some("abc")), "abc def");
+        assert_eq!(
+            scrub_text(&format!("bad key {KEY}"), Some(KEY)),
+            "bad key [REDACTED]"
+        );
+        let b = Bytes::from(format!("{{\"e\":\"{KEY}\"}}"));
+        assert_eq!(
+            scrub_bytes(&b, Some(KEY)),
+            Bytes::from("{\"e\":\"[REDACTED]\"}")
+        );
+    }
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Drive a running Switchyard node with the official OpenAI and Anthropic Python SDKs.
+
+Run by tests/tests/sdk_compat.rs against a node whose providers are mock upstreams. Every
+check must pass for the exit code to be 0; each failure is printed with its reason and the
+script exits 1. The SDKs parse every JSON body and every SSE event themselves, so a gateway
+that changes the wire format in a way they reject fails here.
+
+Usage:
+  sdk_check.py --base-url http://127.0.0.1:PORT --api-key KEY \
+      --openai-model oai/gpt-4o-mini --anthropic-model ant/claude-sonnet-4-5 \
+      --expect-text "Hello from the mock"
+"""
+
+import argparse
+import sys
+import traceback
+
+import anthropic
+import openai
+
+FAILURES = []
+
+
+def check(name, fn):
+    try:
+        detail = fn()
+    except Exception as e:  # report every failure, then keep going
+        FAILURES.append(name)
+        print(f"FAIL {name}: {type(e).__name__}: {e}")
+        traceback.print_exc(file=sys.stdout)
+    else:
+        print(f"ok   {name}" + (f" ({detail})" if detail else ""))
+
+
+def expect(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def openai_checks(args):
+    client = openai.OpenAI(
+        base_url=args.base_url + "/v1", api_key=args.api_key, max_retries=0, timeout=20
+    )
+    messages = [{"role": "user", "content": "Say hello"}]
+
+    def chat_json():
+        r = client.chat.completions.create(model=args.openai_model, messages=messages)
+        expect(r.object == "chat.completion", f"object {r.object!r}")
+        expect(r.choices and r.choices[0].message.role == "assistant", f"choices {r.choices!r}")
+        text = r.choices[0].message.content
+        expect(text == args.expect_text, f"text {text!r} != {args.expect_text!r}")
+        expect(r.choices[0].finish_reason == "stop", f"finish {r.choices[0].finish_reason!r}")
+        expect(r.usage is not None and r.usage.total_tokens > 0, f"usage {r.usage!r}")
+        return f"id={r.id}"
+
+    def chat_stream():
+        stream = client.chat.completions.create(
+            model=args.openai_model,
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text, chunks, finish, usage = "", 0, None, None
+        for chunk in stream:
+            chunks += 1
+            expect(chunk.object == "chat.completion.chunk", f"object {chunk.object!r}")
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                finish = choice.finish_reason or finish
+        expect(text == args.expect_text, f"streamed text {text!r}")
+        expect(finish == "stop", f"finish {finish!r}")
+        expect(usage is not None and usage.completion_tokens > 0, f"usage {usage!r}")
+        return f"{chunks} chunks"
+
+    def chat_stream_helper():
+        with client.chat.completions.stream(model=args.openai_model, messages=messages) as s:
+            for _ in s:
+                pass
+            final = s.get_final_completion()
+        text = final.choices[0].message.content
+        expect(text == args.expect_text, f"helper text {text!r}")
+
+    def responses_json():
+        r = client.responses.create(model=args.openai_model, input="Say hello")
+        expect(r.output_text == args.expect_text, f"output_text {r.output_text!r}")
+        expect(r.status == "completed", f"status {r.status!r}")
+
+    def responses_stream():
+        text, kinds = "", set()
+        with client.responses.stream(model=args.openai_model, input="Say hello") as s:
+            for event in s:
+                kinds.add(event.type)
+                if event.type == "response.output_text.delta":
+                    text += event.delta
+            final = s.get_final_response()
+        expect(text == args.expect_text, f"streamed text {text!r}")
+        expect(final.output_text == args.expect_text, f"final {final.output_text!r}")
+        expect("response.completed" in kinds, f"events {sorted(kinds)}")
+        return f"{len(kinds)} event types"
+
+    def error_envelope():
+        try:
+            client.chat.completions.create(model="no-such-model", messages=messages)
+        except openai.NotFoundError as e:
+            expect(e.status_code == 404, f"status {e.status_code}")
+            expect(e.code == "model_not_found", f"code {e.code!r}")
+            expect(e.type == "invalid_request_error", f"type {e.type!r}")
+            return "NotFoundError"
+        raise AssertionError("an unknown model did not raise NotFoundError")
+
+    def models_list():
+        ids = [m.id for m in client.models.list()]
+        expect(args.openai_model in ids, f"models {ids}")
+
+    check("openai chat json", chat_json)
+    check("openai chat stream", chat_stream)
+    check("openai chat stream helper", chat_stream_helper)
+    check("openai responses json", responses_json)
+    check("openai responses stream", responses_stream)
+    check("openai error envelope", error_envelope)
+    check("openai models list", models_list)
+
+
+def anthropic_checks(args):
+    client = anthropic.Anthropic(
+        base_url=args.base_url, api_key=args.api_key, max_retries=0, timeout=20
+    )
+    messages = [{"role": "user", "content": "Say hello"}]
+
+    def messages_json():
+        m = client.messages.create(model=args.anthropic_model, max_tokens=64, messages=messages)
+        expect(m.type == "message" and m.role == "assistant", f"message {m!r}")
+        text = "".join(b.text for b in m.content if b.type == "text")
+        expect(text == args.expect_text, f"text {text!r}")
+        expect(m.stop_reason == "end_turn", f"stop_reason {m.stop_reason!r}")
+        expect(m.usage.output_tokens > 0, f"usage {m.usage!r}")
+        return f"id={m.id}"
+
+    def messages_stream_raw():
+        events = client.messages.create(
+            model=args.anthropic_model, max_tokens=64, messages=messages, stream=True
+        )
+        kinds, text = [], ""
+        for event in events:
+            kinds.append(event.type)
+            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                text += event.delta.text
+        expect(kinds[0] == "message_start", f"first event {kinds[:1]}")
+        expect(kinds[-1] == "message_stop", f"last event {kinds[-1:]}")
+        expect(text == args.expect_text, f"streamed text {text!r}")
+        return f"{len(kinds)} events"
+
+    def messages_stream_helper():
+        with client.messages.stream(
+            model=args.anthropic_model, max_tokens=64, messages=messages
+        ) as s:
+            text = "".join(s.text_stream)
+            final = s.get_final_message()
+        expect(text == args.expect_text, f"text_stream {text!r}")
+        expect(final.stop_reason == "end_turn", f"stop_reason {final.stop_reason!r}")
+
+    def error_envelope():
+        try:
+            client.messages.create(model="claude-nonexistent", max_tokens=8, messages=messages)
+        except anthropic.NotFoundError as e:
+            expect(e.status_code == 404, f"status {e.status_code}")
+            body = e.body if isinstance(e.body, dict) else {}
+            expect(body.get("type") == "error", f"body {e.body!r}")
+            expect(body.get("error", {}).get("type") == "not_found_error", f"body {e.body!r}")
+            return "NotFoundError"
+        raise AssertionError("an unknown model did not raise NotFoundError")
+
+    def auth_error():
+        bad = anthropic.Anthropic(base_url=args.base_url, api_key="wrong-key-000000", max_retries=0)
+        try:
+            bad.messages.create(model=args.anthropic_model, max_tokens=8, messages=messages)
+        except anthropic.AuthenticationError as e:
+            expect(e.status_code == 401, f"status {e.status_code}")
+            return "AuthenticationError"
+        raise AssertionError("a wrong key did not raise AuthenticationError")
+
+    check("anthropic messages json", messages_json)
+    check("anthropic messages stream (raw events)", messages_stream_raw)
+    check("anthropic messages stream helper", messages_stream_helper)
+    check("anthropic error envelope", error_envelope)
+    check("anthropic auth error", auth_error)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--api-key", required=True)
+    p.add_argument("--openai-model", required=True)
+    p.add_argument("--anthropic-model", required=True)
+    p.add_argument("--expect-text", required=True)
+    args = p.parse_args()
+    print(f"openai {openai.__version__}, anthropic {anthropic.__version__}")
+    openai_checks(args)
+    anthropic_checks(args)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
+        return 1
+    print("all SDK checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
