@@ -9,11 +9,11 @@
 //! Two kinds of families, chosen by who knows the value first:
 //! - **Recorded on the request path** through handles resolved once when the runtime is
 //!   built: a per-route array of counters, a per-provider set of histograms. A request does
-//!   an array index and an atomic add, never a label lookup or a string format
-//!   ([`Metrics`], [`RequestTimer`]).
+//!   an array index and an atomic add, never a string format or a registry lookup (token
+//!   usage adds one map lookup by model name) ([`Metrics`], [`RequestTimer`]).
 //! - **Computed at scrape time** from the snapshots the actors publish and the atomics the hot
-//!   path already keeps ([`collector`]): breaker and connection state, lockouts, queue depth,
-//!   in-flight permits, and the counters the actors keep on the handles ([`counts`]).
+//!   path already keeps (`collector.rs`): breaker and connection state, lockouts, queue depth,
+//!   in-flight permits, and the counters the actors keep on the handles (`counts.rs`).
 //!
 //! Conventions: the `switchyard_` prefix, base units (seconds, tokens), `_total` on counters,
 //! and labels from closed sets only ([`labels`]): configured provider, connection and model
