@@ -19,6 +19,7 @@ pub mod clock;
 pub mod demo;
 pub mod http;
 pub mod lifecycle;
+pub mod metrics;
 pub mod routing;
 pub mod runtime;
 pub mod state;

@@ -18,6 +18,7 @@ use crate::actors::ActorStats;
 use crate::admin::store::SettingsStore;
 use crate::clock::Clock;
 use crate::http::auth::{ClientKey, KeyStore};
+use crate::metrics::Metrics;
 use crate::routing::affinity::Affinity;
 use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
 use crate::upstream::client::build_client;
@@ -59,6 +60,8 @@ pub struct Runtime {
     pub lifecycle: Lifecycle,
     pub stats: NodeStats,
     pub actor_stats: Arc<ActorStats>,
+    /// The Prometheus registry and the request path's metric handles.
+    pub metrics: Arc<Metrics>,
     pub management_key_sha256: Option<[u8; 32]>,
     /// The persisted settings layer (`PATCH /api/resilience`) and the environment layer, kept
     /// to recompute the effective settings after a patch.
@@ -176,6 +179,20 @@ impl Runtime {
             config.server.node_id.clone()
         };
         let affinity = Affinity::new(values.session_affinity.ttl_ms);
+        let actor_stats = Arc::new(ActorStats::default());
+        let metrics = Metrics::new(
+            &config,
+            &providers,
+            &connections,
+            clock,
+            actor_stats.clone(),
+        )
+        .map_err(|e| ConfigErrors {
+            errors: vec![switchyard_shared::config::ConfigError {
+                path: "metrics".to_owned(),
+                message: format!("cannot register the metrics: {e}"),
+            }],
+        })?;
         let provider_cooldown =
             Mutex::new(ProviderCooldownTracker::new(values.provider_cooldown()));
         Ok(Self {
@@ -197,7 +214,8 @@ impl Runtime {
             node_id,
             lifecycle: Lifecycle::default(),
             stats: NodeStats::default(),
-            actor_stats: Arc::new(ActorStats::default()),
+            actor_stats,
+            metrics: Arc::new(metrics),
             management_key_sha256: secrets.management_key_sha256,
             settings_store,
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),

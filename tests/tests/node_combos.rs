@@ -324,8 +324,6 @@ async fn cache_optimized_is_stable_per_prompt_cache_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "routing does not pass prompt_cache_key to the combo strategy (SelectCtx::cache_key \
-            is never set in routing/dispatch.rs), so cache-optimized degrades to fill-first"]
 async fn cache_optimized_spreads_different_keys() {
     let s = setup("", "", "").await;
     let mut seen = BTreeMap::new();

@@ -128,6 +128,7 @@ impl ProviderBreakerActor {
     fn apply(&mut self, effects: Vec<BreakerEffect>) {
         for BreakerEffect::Transition(t) in effects {
             self.transitions += 1;
+            self.provider.transitions.record(t.from, t.to);
             tracing::info!(
                 provider = &*self.provider.id,
                 from = t.from.as_str(),

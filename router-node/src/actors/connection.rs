@@ -177,6 +177,7 @@ impl ConnectionActor {
                     level,
                     reason,
                 } => {
+                    self.handle.cooldowns.record(*reason);
                     tracing::debug!(
                         connection,
                         until,

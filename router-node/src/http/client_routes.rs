@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 
 use super::errors::{ClientFormat, GatewayError};
 use super::{ingress, scrub};
+use crate::metrics::RequestTimer;
+use crate::metrics::labels::Route;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
 use crate::upstream::{AttemptFailure, StreamEnd};
@@ -56,7 +58,9 @@ pub async fn responses(
 
 /// `GET /v1/models`: configured models and combos in OpenAI's list shape (no secrets).
 pub async fn models(rt: web::Data<Arc<Runtime>>, req: HttpRequest) -> HttpResponse {
+    let timer = rt.metrics.start_request(Route::Models);
     if let Err(e) = rt.keys.authenticate(req.headers()) {
+        timer.finish(e.status.as_u16(), Duration::ZERO);
         return e.to_response(ClientFormat::OpenAiChat);
     }
     let data: Vec<_> = rt
@@ -68,6 +72,7 @@ pub async fn models(rt: web::Data<Arc<Runtime>>, req: HttpRequest) -> HttpRespon
             json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
         })
         .collect();
+    timer.finish(200, Duration::ZERO);
     HttpResponse::Ok().json(json!({"object": "list", "data": data}))
 }
 
@@ -89,20 +94,22 @@ async fn handle(
     format: ClientFormat,
 ) -> HttpResponse {
     let started = Instant::now();
+    let timer = rt.metrics.start_request(format.into());
     let request_id = request_id(&req);
     let _inflight = InflightGuard::new(&rt);
     let route_req = match ingress::prepare(&rt, &req, payload, format).await {
         Ok(r) => r,
         Err(e) => {
             access_log_error(&request_id, None, "", &e, started);
+            timer.finish(e.status.as_u16(), Duration::ZERO);
             return e.to_response(format);
         }
     };
     let background = route_req.body.background;
     let mut resp = if route_req.body.stream {
-        stream_response(rt, route_req, format, request_id, started).await
+        stream_response(rt, route_req, format, request_id, started, timer).await
     } else {
-        json_or_error(rt, route_req, format, request_id, started).await
+        json_or_error(rt, route_req, format, request_id, started, timer).await
     };
     if background {
         // `background: true` (Responses) is served synchronously; say so.
@@ -120,11 +127,14 @@ async fn json_or_error(
     format: ClientFormat,
     request_id: String,
     started: Instant,
+    timer: RequestTimer,
 ) -> HttpResponse {
     match routing::route(&rt, &route_req).await {
         Ok(routed) => {
             let resp = json_response(&routed, &request_id);
             access_log_ok(&request_id, &route_req, &routed, started, None);
+            rt.metrics.routed_json(&routed);
+            timer.finish(resp.status().as_u16(), route_req.upstream_wait.get());
             drop(routed);
             resp
         }
@@ -136,6 +146,7 @@ async fn json_or_error(
                 &e,
                 started,
             );
+            timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
             e.to_response(format)
         }
     }
@@ -164,6 +175,7 @@ async fn stream_response(
     format: ClientFormat,
     request_id: String,
     started: Instant,
+    timer: RequestTimer,
 ) -> HttpResponse {
     let after = rt.settings.load().stream.early_keepalive_after_ms;
     let rt2 = rt.clone();
@@ -173,9 +185,10 @@ async fn stream_response(
     let early = tokio::time::sleep(Duration::from_millis(after.max(1)));
     tokio::select! {
         res = &mut routing => match res {
-            Ok(routed) => committed_response(rt, routed, &route_req, format, request_id, started),
+            Ok(routed) => committed_response(rt, routed, &route_req, format, request_id, started, timer),
             Err(e) => {
                 access_log_error(&request_id, route_req.key_id.as_deref(), &route_req.body.model, &e, started);
+                timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
                 e.to_response(format)
             }
         },
@@ -204,7 +217,7 @@ async fn stream_response(
                 match res {
                     Ok(routed) => {
                         let log = (request_id.clone(), started);
-                        let mut body = committed_body(rt.clone(), routed, &route_req, format, log);
+                        let mut body = committed_body(rt.clone(), routed, &route_req, format, log, timer);
                         while let Some(chunk) = body.next().await {
                             let Ok(chunk) = chunk else { break };
                             if tx.send(chunk).await.is_err() {
@@ -214,6 +227,7 @@ async fn stream_response(
                     }
                     Err(e) => {
                         access_log_error(&request_id, route_req.key_id.as_deref(), &route_req.body.model, &e, started);
+                        timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
                         let frame = sse::format_error_event(sse_format(format), e.error_type, &e.code, &e.message);
                         let _ = tx.send(Bytes::from(frame)).await;
                     }
@@ -239,6 +253,7 @@ fn committed_response(
     format: ClientFormat,
     request_id: String,
     started: Instant,
+    timer: RequestTimer,
 ) -> HttpResponse {
     let conn = routed.conn.id.to_string();
     let attempts = routed.attempts;
@@ -250,9 +265,12 @@ fn committed_response(
         // The upstream answered a stream request with JSON: pass it through as is.
         let resp = json_response(&routed, &request_id);
         access_log_ok(&request_id, route_req, &routed, started, None);
+        rt.metrics.routed_json(&routed);
+        timer.finish(resp.status().as_u16(), route_req.upstream_wait.get());
         return resp;
     }
-    let body = committed_body(rt, routed, route_req, format, (request_id.clone(), started));
+    let log = (request_id.clone(), started);
+    let body = committed_body(rt, routed, route_req, format, log, timer);
     let mut b = HttpResponse::Ok();
     for (k, v) in headers {
         b.insert_header((k, v));
@@ -273,8 +291,10 @@ fn committed_body(
     route_req: &Arc<RouteRequest>,
     format: ClientFormat,
     log: (String, Instant),
+    mut timer: RequestTimer,
 ) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, actix_web::Error>>>> {
     let _ = format;
+    timer.commit(route_req.upstream_wait.get());
     let Routed {
         body,
         conn,
@@ -361,6 +381,8 @@ fn committed_body(
             duration_ms = u64::try_from(log.1.elapsed().as_millis()).unwrap_or(u64::MAX),
             "request"
         );
+        rt.metrics.stream_end(provider.idx, &model, &end);
+        timer.finish(200, Duration::ZERO);
     });
     let heartbeat = rt_heartbeat;
     scrub::scrub_stream(

@@ -88,6 +88,7 @@ pub async fn prepare(
         session,
         forward_headers,
         body,
+        upstream_wait: Default::default(),
     })
 }
 

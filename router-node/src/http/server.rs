@@ -55,6 +55,7 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
             .app_data(data.clone())
             .route("/healthz", web::get().to(admin_routes::healthz))
             .route("/readyz", web::get().to(admin_routes::readyz))
+            .route("/metrics", web::get().to(crate::metrics::scrape))
             .configure(crate::admin::configure)
             .default_service(web::to(crate::admin::not_found));
         if test_hooks {

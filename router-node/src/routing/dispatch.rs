@@ -27,6 +27,8 @@ use super::terminal;
 use crate::actors::AdmitProbe;
 use crate::http::body::ParsedBody;
 use crate::http::errors::{ClientFormat, GatewayError};
+use crate::metrics::UpstreamWait;
+use crate::metrics::labels::FallbackReason;
 use crate::runtime::Runtime;
 use crate::state::{ConnHandle, ProviderHandle, QueuePermit};
 use crate::upstream::{self, AttemptRequest, AttemptResult, CommittedStream, JsonSuccess};
@@ -43,6 +45,8 @@ pub struct RouteRequest {
     pub allowed_connections: Vec<String>,
     pub session: Option<String>,
     pub forward_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Time spent waiting on upstream attempts, for the gateway-overhead metric.
+    pub upstream_wait: UpstreamWait,
 }
 
 /// What came back from upstream.
@@ -120,12 +124,16 @@ async fn route_resolved(
         ),
     };
     let is_combo = combo.is_some();
-    let mut report = Report::default();
+    let mut report = Report {
+        skips: Some(rt.metrics.skips()),
+        ..Report::default()
+    };
     let mut excluded: Vec<usize> = Vec::new();
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
     loop {
-        let order = order_targets(rt, &targets, strategy, combo.as_deref());
+        let cache_key = req.session.as_deref().map(|k| stable_hash(k.as_bytes()));
+        let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
         for ti in order {
             let Some(target) = targets.get(ti) else {
                 continue;
@@ -181,6 +189,7 @@ fn order_targets(
     targets: &[Target],
     strategy: Option<Strategy>,
     combo: Option<&str>,
+    cache_key: Option<u64>,
 ) -> Vec<usize> {
     let Some(strategy) = strategy else {
         return (0..targets.len()).collect();
@@ -202,7 +211,9 @@ fn order_targets(
             }
         })
         .collect();
-    let ctx = SelectCtx::new(now);
+    let mut ctx = SelectCtx::new(now);
+    // cache-optimized: the session / prompt-cache key pins a request to its target.
+    ctx.cache_key = cache_key;
     let mut out = Vec::with_capacity(candidates.len());
     let state = combo.and_then(|c| rt.combo_state.get(c));
     match state.map(|s| s.lock()) {
@@ -360,6 +371,8 @@ async fn try_target(
         let permits = match acquire(rt, &provider, &conn, &model).await {
             Ok(p) => p,
             Err(skip) => {
+                rt.metrics.rejected(&skip);
+                rt.metrics.fallback(FallbackReason::ConcurrencyCap);
                 excluded.push(conn.idx);
                 gate_rejection = Some(skip);
                 fallback = true;
@@ -387,7 +400,11 @@ async fn try_target(
             watch: rt.watch_config(&provider.config),
             clock: rt.clock,
         };
-        let body = match upstream::attempt(attempt_req).await {
+        let attempt = upstream::attempt(attempt_req);
+        let timed = rt
+            .metrics
+            .time_attempt(provider.idx, &req.upstream_wait, attempt);
+        let body = match timed.await {
             AttemptResult::Json(ok) => Ok(RoutedBody::Json(ok)),
             AttemptResult::Stream(stream) => Ok(RoutedBody::Stream(stream)),
             AttemptResult::Failed(failure) => Err(failure),
@@ -415,6 +432,7 @@ async fn try_target(
                 if !retryable {
                     return Err(terminal::upstream_error(report));
                 }
+                rt.metrics.fallback(judged.classification.reason);
                 excluded.push(conn.idx);
                 fallback = true;
                 let now = rt.clock.now();
@@ -540,7 +558,10 @@ async fn acquire(
 ) -> Result<Permits, TargetSkip> {
     let queue = if queue_enabled(rt, provider, conn) {
         match conn.queue.admit(&rt.clock).await {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                rt.metrics.queue_waited(p.waited_ms);
+                Some(p)
+            }
             Err(e) => {
                 return Err(TargetSkip::Saturated {
                     code: e.code(),

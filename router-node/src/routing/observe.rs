@@ -21,6 +21,7 @@ use switchyard_shared::restatement;
 
 use super::report::UpstreamFailure;
 use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess};
+use crate::http::scrub::scrub_text;
 use crate::runtime::Runtime;
 use crate::state::{ConnHandle, ProviderHandle};
 use crate::upstream::AttemptFailure;
@@ -167,6 +168,15 @@ fn judge(
     } else {
         None
     };
+    // What the client (and the log) may see: our summary plus the upstream's own message,
+    // with the connection's exact key and well-known key formats removed.
+    let client_message = {
+        let full = match upstream_error_message(&failure.body) {
+            Some(m) => format!("{}: {m}", failure.message),
+            None => failure.message.clone(),
+        };
+        classify::sanitize_message(&scrub_text(&full, conn.api_key.as_deref()))
+    };
     let observation = FailureObservation {
         status: failure.status,
         reason: classification.reason,
@@ -178,7 +188,7 @@ fn judge(
         },
         terminal: classification.terminal,
         stream_stall: failure.transport == Some(TransportFailure::Stall),
-        message: classify::sanitize_message(&failure.message),
+        message: client_message.clone(),
     };
     actors::observe(
         conn,
@@ -219,7 +229,7 @@ fn judge(
             target: target.to_owned(),
             connection: conn.id.to_string(),
             status: (status != 0).then_some(status),
-            message: classify::sanitize_message(&failure.message),
+            message: client_message,
             retry_after_ms,
             stream_code,
         },
@@ -282,5 +292,71 @@ pub fn report_breaker(
     } else if let Some(generation) = probe {
         // An ignored outcome says nothing about the provider: hand the probe lease back.
         actors::release_probe(provider, &rt.actor_stats, generation, now);
+    }
+}
+
+/// The upstream's own error message from an error body in any provider envelope
+/// (`{"error":{"message"}}`, `{"error":"…"}`, `{"message"}`), at most 512 characters.
+fn upstream_error_message(body: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum ErrorField {
+        Object { message: Option<String> },
+        Text(String),
+    }
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        error: Option<ErrorField>,
+        message: Option<String>,
+    }
+    let text = match serde_json::from_str::<Envelope>(body.trim()) {
+        Ok(Envelope {
+            error: Some(ErrorField::Object { message: Some(m) }),
+            ..
+        }) => m,
+        Ok(Envelope {
+            error: Some(ErrorField::Text(m)),
+            ..
+        }) => m,
+        Ok(Envelope {
+            message: Some(m), ..
+        }) => m,
+        _ => return None,
+    };
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.chars().take(512).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::upstream_error_message;
+
+    #[test]
+    fn upstream_messages_from_each_envelope() {
+        assert_eq!(
+            upstream_error_message(r#"{"error":{"message":"Rate limit reached","type":"x"}}"#)
+                .as_deref(),
+            Some("Rate limit reached")
+        );
+        assert_eq!(
+            upstream_error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            )
+            .as_deref(),
+            Some("Overloaded")
+        );
+        assert_eq!(
+            upstream_error_message(r#"{"error":"bad key"}"#).as_deref(),
+            Some("bad key")
+        );
+        assert_eq!(
+            upstream_error_message(r#"{"message":"nope"}"#).as_deref(),
+            Some("nope")
+        );
+        assert_eq!(upstream_error_message("<html>502</html>"), None);
+        assert_eq!(
+            upstream_error_message(r#"{"error":{"message":"  "}}"#),
+            None
+        );
     }
 }

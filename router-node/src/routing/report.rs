@@ -4,10 +4,14 @@
 //! an upstream says why, per target (`skippedTargets`, `diagnostics.excluded`), and a response
 //! that did says which connection answered.
 
+use std::sync::Arc;
+
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{
     BlockedConnection, ConnectionBlock, ExclusionReason, LockReason,
 };
+
+use crate::metrics::SkipCounters;
 
 /// The last upstream failure seen, returned to the client when no target succeeded.
 #[derive(Debug, Clone)]
@@ -153,10 +157,15 @@ pub struct Report {
     pub records: Vec<TargetRecord>,
     pub attempts: u32,
     pub last_failure: Option<UpstreamFailure>,
+    /// Where skips are counted (the node's metrics), if anywhere.
+    pub skips: Option<Arc<SkipCounters>>,
 }
 
 impl Report {
     pub fn skip(&mut self, target: &str, provider: &str, skip: TargetSkip) {
+        if let Some(counters) = &self.skips {
+            counters.record(&skip);
+        }
         self.records.push(TargetRecord {
             target: target.to_owned(),
             provider: provider.to_owned(),

@@ -144,6 +144,7 @@ pub fn pick(
     let mut ctx = SelectCtx::new(now);
     ctx.sticky_limit = provider.config.sticky_round_robin_limit;
     ctx.fallback = fallback;
+    ctx.cache_key = session.map(|k| stable_hash(k.as_bytes()));
     let idx = match provider.strategy_state.lock() {
         Ok(mut state) => strategy::pick(strategy, candidates, &mut state, &ctx, &mut rand::rng()),
         // A poisoned lock only loses selection memory; select with a fresh state.

@@ -22,6 +22,7 @@ use switchyard_shared::outcome::TerminalStatus;
 use super::gate::Gate;
 use super::queue::RequestQueue;
 use crate::actors::ConnectionActor;
+use crate::metrics::CooldownCounts;
 
 /// Everything the hot path needs to know about a connection's resilience state.
 #[derive(Debug, Clone, Default)]
@@ -88,6 +89,8 @@ pub struct ConnHandle {
     pub actor: ArcSwapOption<Addr<ConnectionActor>>,
     /// Observations dropped because the actor's mailbox was full.
     pub dropped_observations: AtomicU64,
+    /// Cooldowns the actor set, by reason (exported as `switchyard_cooldowns_total`).
+    pub cooldowns: CooldownCounts,
 }
 
 impl ConnHandle {
@@ -121,6 +124,7 @@ impl ConnHandle {
             api_key,
             actor: ArcSwapOption::empty(),
             dropped_observations: AtomicU64::new(0),
+            cooldowns: CooldownCounts::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ProviderBreakerActor;
 use crate::http::errors::ClientFormat;
+use crate::metrics::TransitionCounts;
 use crate::upstream::endpoint_url;
 
 /// The breaker as published for readers.
@@ -67,6 +68,8 @@ pub struct ProviderHandle {
     pub last_used_conn: AtomicUsize,
     /// The breaker actor (started once; it supervises this provider's connection actors).
     pub actor: OnceLock<Addr<ProviderBreakerActor>>,
+    /// Breaker transitions so far (exported as `switchyard_breaker_transitions_total`).
+    pub transitions: TransitionCounts,
     /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URL
     /// instead of parsing one.
     endpoints: [Option<reqwest::Url>; 3],
@@ -89,6 +92,7 @@ impl ProviderHandle {
             inflight: AtomicU32::new(0),
             last_used_conn: AtomicUsize::new(usize::MAX),
             actor: OnceLock::new(),
+            transitions: TransitionCounts::default(),
             endpoints,
             config,
         }

@@ -1,0 +1,609 @@
+//! Prometheus metrics of a node, served as text at `GET /metrics` on the admin listener.
+//!
+//! Operators need to see from outside what the resilience machinery is doing (breakers,
+//! cooldowns, lockouts, queues, gates, fallbacks, watchdogs) and what the gateway itself costs
+//! (its overhead on top of the upstream's time). Everything lives in one [`Registry`] owned
+//! by the runtime, never in a global one, so tests and several runtimes in one process do not
+//! share counters.
+//!
+//! Two kinds of families, chosen by who knows the value first:
+//! - **Recorded on the request path** through handles resolved once when the runtime is
+//!   built: a per-route array of counters, a per-provider set of histograms. A request does
+//!   an array index and an atomic add, never a string format or a registry lookup (token
+//!   usage adds one map lookup by model name) ([`Metrics`], [`RequestTimer`]).
+//! - **Computed at scrape time** from the snapshots the actors publish and the atomics the hot
+//!   path already keeps (`collector.rs`): breaker and connection state, lockouts, queue depth,
+//!   in-flight permits, and the counters the actors keep on the handles (`counts.rs`).
+//!
+//! Conventions: the `switchyard_` prefix, base units (seconds, tokens), `_total` on counters,
+//! and labels from closed sets only ([`labels`]): configured provider, connection and model
+//! ids (an unconfigured model is `other`), route, status class and reason enums. No label
+//! ever carries client text.
+//!
+//! # Gateway overhead
+//!
+//! `switchyard_gateway_overhead_seconds` is the time a request spent in the node minus the
+//! time it spent waiting on upstreams. The upstream wait is measured around every upstream
+//! attempt of the request (failed ones included) and summed in the request's
+//! [`UpstreamWait`]. For a JSON answer or an error, the total runs from the handler's start
+//! to the response being ready. For a stream it runs to the commit point (the first content
+//! frame, when the response is handed to the client), and the upstream wait is the failed
+//! attempts plus the committed attempt's time to first content; relaying the rest of the
+//! stream is paced by the upstream and is not counted. The overhead therefore includes the
+//! node's own waits (request queue, concurrency gates, cooldown waits), which also have their
+//! own families.
+
+mod collector;
+mod counts;
+pub mod labels;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use actix_web::{HttpResponse, web};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+use switchyard_shared::Millis;
+use switchyard_shared::config::Config;
+use switchyard_shared::sse::Usage;
+
+pub use collector::StateCollector;
+pub use counts::{CooldownCounts, TransitionCounts};
+use labels::{
+    AbortKind, FallbackReason, OTHER, RejectionType, Route, SkipReason, StatusClass, TokenType,
+};
+
+use crate::actors::ActorStats;
+use crate::clock::Clock;
+use crate::routing::report::TargetSkip;
+use crate::routing::{Routed, RoutedBody};
+use crate::runtime::Runtime;
+use crate::state::{ConnHandle, ProviderHandle};
+use crate::upstream::{AttemptResult, StreamEnd};
+
+/// Buckets of request, upstream and time-to-first-content durations: 5 ms to 10 min (LLM
+/// generations and streams run for minutes).
+pub const LATENCY_BUCKETS: [f64; 16] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// Buckets of the gateway overhead: 100 µs resolution at the bottom, where a healthy node
+/// sits, up to the seconds a cooldown wait or a full queue can add.
+pub const OVERHEAD_BUCKETS: [f64; 17] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// Buckets of the request-queue wait: 1 ms to a minute (the queue's wait budget range).
+pub const QUEUE_WAIT_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// The time one request spent waiting on upstream attempts, summed over its attempts.
+#[derive(Debug, Default)]
+pub struct UpstreamWait(AtomicU64);
+
+impl UpstreamWait {
+    pub fn add(&self, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// Adds an attempt's duration to the request's upstream wait exactly once, also when the
+/// attempt is cancelled (a combo timeout drops the whole dispatch mid-attempt).
+struct AttemptClock<'a> {
+    wait: &'a UpstreamWait,
+    started: Instant,
+    done: bool,
+}
+
+impl AttemptClock<'_> {
+    fn stop(mut self) -> Duration {
+        self.done = true;
+        let elapsed = self.started.elapsed();
+        self.wait.add(elapsed);
+        elapsed
+    }
+}
+
+impl Drop for AttemptClock<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.wait.add(self.started.elapsed());
+        }
+    }
+}
+
+/// Skip counters, shared with each request's routing report.
+#[derive(Debug)]
+pub struct SkipCounters([IntCounter; SkipReason::COUNT]);
+
+impl SkipCounters {
+    /// Counts one skipped target.
+    pub fn record(&self, skip: &TargetSkip) {
+        if let Some(c) = self.0.get(SkipReason::of(skip).index()) {
+            c.inc();
+        }
+    }
+}
+
+/// Token counters of one (provider, model), by [`TokenType`].
+type TokenCounters = [IntCounter; TokenType::COUNT];
+
+/// The request-path handles of one provider.
+struct ProviderMetrics {
+    upstream_duration: Histogram,
+    time_to_first_content: Histogram,
+    /// Configured models of the provider.
+    tokens: HashMap<Box<str>, TokenCounters>,
+    /// Every other model.
+    other_tokens: TokenCounters,
+}
+
+/// The node's registry and the handles the request path records into.
+pub struct Metrics {
+    registry: Registry,
+    requests: [[IntCounter; StatusClass::COUNT]; Route::COUNT],
+    request_duration: [Histogram; Route::COUNT],
+    overhead: [Histogram; Route::COUNT],
+    providers: Vec<ProviderMetrics>,
+    queue_wait: Histogram,
+    rejections: [IntCounter; RejectionType::COUNT],
+    skips: Arc<SkipCounters>,
+    fallbacks: [IntCounter; FallbackReason::COUNT],
+    watchdog_aborts: [IntCounter; AbortKind::COUNT],
+    in_flight: IntGauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Resolves one child per label value, in the order of `values`.
+fn children<T, const N: usize>(
+    values: [&str; N],
+    get: impl Fn(&str) -> prometheus::Result<T>,
+) -> prometheus::Result<[T; N]> {
+    let resolved = values
+        .iter()
+        .map(|v| get(v))
+        .collect::<prometheus::Result<Vec<T>>>()?;
+    resolved
+        .try_into()
+        .map_err(|_| prometheus::Error::Msg("label value count mismatch".to_owned()))
+}
+
+fn histogram_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    label: &str,
+    buckets: &[f64],
+) -> prometheus::Result<HistogramVec> {
+    let vec = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        &[label],
+    )?;
+    registry.register(Box::new(vec.clone()))?;
+    Ok(vec)
+}
+
+fn counter_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    let vec = IntCounterVec::new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(vec.clone()))?;
+    Ok(vec)
+}
+
+/// The models a provider's token counters are labelled with: its `models` list, the models
+/// of combo targets on it and the models of its connections' model caps. Anything else a
+/// client names (a provider with an empty list passes any model through) is `other`.
+fn configured_models<'a>(config: &'a Config, provider: &'a str) -> BTreeSet<&'a str> {
+    let mut out = BTreeSet::new();
+    if let Some(p) = config.providers.iter().find(|p| p.id == provider) {
+        out.extend(p.models.iter().map(String::as_str));
+    }
+    for target in config.combos.iter().flat_map(|c| &c.targets) {
+        if let Some((p, model)) = target.target.split_once('/')
+            && p == provider
+        {
+            out.insert(model);
+        }
+    }
+    for conn in config.connections_of(provider) {
+        out.extend(conn.model_concurrency.keys().map(String::as_str));
+    }
+    out.remove(OTHER);
+    out
+}
+
+impl Metrics {
+    /// Builds every family, resolves the request path's children and registers the
+    /// scrape-time collector over `providers` and `connections`.
+    pub fn new(
+        config: &Config,
+        providers: &[Arc<ProviderHandle>],
+        connections: &[Arc<ConnHandle>],
+        clock: Clock,
+        actor_stats: Arc<ActorStats>,
+    ) -> prometheus::Result<Self> {
+        let registry = Registry::new();
+        let r = &registry;
+
+        let requests = counter_vec(
+            r,
+            "switchyard_requests_total",
+            "Client requests by route and response status class.",
+            &["route", "status_class"],
+        )?;
+        let requests = children(Route::labels(), |route| {
+            children(StatusClass::labels(), |class| {
+                requests.get_metric_with_label_values(&[route, class])
+            })
+        })?;
+        let request_duration = histogram_vec(
+            r,
+            "switchyard_request_duration_seconds",
+            "Client request duration, to the end of the body for streams.",
+            "route",
+            &LATENCY_BUCKETS,
+        )?;
+        let request_duration = children(Route::labels(), |route| {
+            request_duration.get_metric_with_label_values(&[route])
+        })?;
+        let overhead = histogram_vec(
+            r,
+            "switchyard_gateway_overhead_seconds",
+            "Time in the gateway minus time waiting on upstreams (streams: up to the commit point).",
+            "route",
+            &OVERHEAD_BUCKETS,
+        )?;
+        let overhead = children(Route::labels(), |route| {
+            overhead.get_metric_with_label_values(&[route])
+        })?;
+
+        let upstream_duration = histogram_vec(
+            r,
+            "switchyard_upstream_request_duration_seconds",
+            "Upstream attempt duration, failed attempts included; streams to their end.",
+            "provider",
+            &LATENCY_BUCKETS,
+        )?;
+        let ttfc = histogram_vec(
+            r,
+            "switchyard_upstream_time_to_first_content_seconds",
+            "Time from the start of a streamed upstream attempt to its first content frame.",
+            "provider",
+            &LATENCY_BUCKETS,
+        )?;
+        let tokens = counter_vec(
+            r,
+            "switchyard_gen_ai_client_token_usage_total",
+            "Tokens reported in upstream usage objects, by provider, configured model and type.",
+            &["provider", "model", "token_type"],
+        )?;
+        let mut provider_metrics = Vec::with_capacity(providers.len());
+        for p in providers {
+            let id = &*p.id;
+            let model_tokens = |model: &str| {
+                children(TokenType::labels(), |t| {
+                    tokens.get_metric_with_label_values(&[id, model, t])
+                })
+            };
+            let mut per_model = HashMap::new();
+            for model in configured_models(config, id) {
+                per_model.insert(Box::from(model), model_tokens(model)?);
+            }
+            provider_metrics.push(ProviderMetrics {
+                upstream_duration: upstream_duration.get_metric_with_label_values(&[id])?,
+                time_to_first_content: ttfc.get_metric_with_label_values(&[id])?,
+                tokens: per_model,
+                other_tokens: model_tokens(OTHER)?,
+            });
+        }
+
+        let queue_wait = Histogram::with_opts(
+            HistogramOpts::new(
+                "switchyard_queue_wait_seconds",
+                "Time admitted requests waited in a connection's request queue.",
+            )
+            .buckets(QUEUE_WAIT_BUCKETS.to_vec()),
+        )?;
+        r.register(Box::new(queue_wait.clone()))?;
+        let rejections = counter_vec(
+            r,
+            "switchyard_semaphore_rejections_total",
+            "Concurrency gate and request queue rejections by type.",
+            &["type"],
+        )?;
+        let rejections = children(RejectionType::labels(), |t| {
+            rejections.get_metric_with_label_values(&[t])
+        })?;
+        let skips = counter_vec(
+            r,
+            "switchyard_skips_total",
+            "Targets skipped by routing, by reason.",
+            &["reason"],
+        )?;
+        let skips = children(SkipReason::labels(), |s| {
+            skips.get_metric_with_label_values(&[s])
+        })?;
+        let fallbacks = counter_vec(
+            r,
+            "switchyard_fallbacks_total",
+            "Times a request moved on to another connection or target, by reason.",
+            &["reason"],
+        )?;
+        let fallbacks = children(FallbackReason::labels(), |s| {
+            fallbacks.get_metric_with_label_values(&[s])
+        })?;
+        let aborts = counter_vec(
+            r,
+            "switchyard_stream_watchdog_aborts_total",
+            "Upstream streams ended by a watchdog, before or after the commit point, by kind.",
+            &["kind"],
+        )?;
+        let watchdog_aborts = children(AbortKind::labels(), |k| {
+            aborts.get_metric_with_label_values(&[k])
+        })?;
+        let in_flight = IntGauge::new(
+            "switchyard_in_flight_requests",
+            "Client requests in progress, streams until their body ends.",
+        )?;
+        r.register(Box::new(in_flight.clone()))?;
+        r.register(Box::new(StateCollector::new(
+            providers.to_vec(),
+            connections.to_vec(),
+            clock,
+            actor_stats,
+        )?))?;
+
+        Ok(Self {
+            registry,
+            requests,
+            request_duration,
+            overhead,
+            providers: provider_metrics,
+            queue_wait,
+            rejections,
+            skips: Arc::new(SkipCounters(skips)),
+            fallbacks,
+            watchdog_aborts,
+            in_flight,
+        })
+    }
+
+    /// The registry (for tests and for anything that wants to add families).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The text exposition of every family.
+    pub fn encode(&self) -> prometheus::Result<String> {
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf)?;
+        String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+
+    /// Starts timing a client request and counts it in flight until the timer is dropped.
+    pub fn start_request(self: &Arc<Self>, route: Route) -> RequestTimer {
+        self.in_flight.inc();
+        RequestTimer {
+            metrics: self.clone(),
+            route,
+            started: Instant::now(),
+            status: CLIENT_CLOSED,
+            overhead_recorded: false,
+        }
+    }
+
+    /// Runs one upstream attempt, adding its duration to the request's upstream wait and
+    /// recording it: the attempt duration, or for a committed stream its time to first
+    /// content (the stream's full duration is recorded at its end).
+    pub async fn time_attempt(
+        &self,
+        provider: usize,
+        wait: &UpstreamWait,
+        attempt: impl Future<Output = AttemptResult>,
+    ) -> AttemptResult {
+        let clock = AttemptClock {
+            wait,
+            started: Instant::now(),
+            done: false,
+        };
+        let result = attempt.await;
+        let elapsed = clock.stop();
+        if let Some(p) = self.providers.get(provider) {
+            match &result {
+                AttemptResult::Stream(_) => p.time_to_first_content.observe(elapsed.as_secs_f64()),
+                AttemptResult::Json(_) => p.upstream_duration.observe(elapsed.as_secs_f64()),
+                AttemptResult::Failed(f) => {
+                    p.upstream_duration.observe(elapsed.as_secs_f64());
+                    if let Some(abort) = f.stream_abort {
+                        self.count(&self.watchdog_aborts, AbortKind::from(abort).index());
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    /// Records the token usage of a routed JSON answer.
+    pub fn routed_json(&self, routed: &Routed) {
+        if let RoutedBody::Json(ok) = &routed.body
+            && let Some(usage) = &ok.usage
+        {
+            self.usage(routed.provider.idx, &routed.model, usage);
+        }
+    }
+
+    /// Records the end of a committed stream: its upstream duration, usage and watchdog.
+    pub fn stream_end(&self, provider: usize, model: &str, end: &StreamEnd) {
+        if let Some(p) = self.providers.get(provider) {
+            p.upstream_duration.observe(millis_to_secs(end.duration_ms));
+        }
+        if let Some(usage) = &end.usage {
+            self.usage(provider, model, usage);
+        }
+        if let Some(abort) = end.abort {
+            self.count(&self.watchdog_aborts, AbortKind::from(abort).index());
+        }
+    }
+
+    /// Counts the tokens of an upstream usage object.
+    pub fn usage(&self, provider: usize, model: &str, usage: &Usage) {
+        let Some(p) = self.providers.get(provider) else {
+            return;
+        };
+        let counters = p.tokens.get(model).unwrap_or(&p.other_tokens);
+        let values = [
+            usage.input,
+            usage.output,
+            usage.cache_read,
+            usage.cache_creation,
+        ];
+        for (counter, value) in counters.iter().zip(values) {
+            if let Some(n) = value.filter(|n| *n > 0) {
+                counter.inc_by(n);
+            }
+        }
+    }
+
+    /// The `model` label a provider's usage of `model` is counted under.
+    pub fn model_label<'a>(&self, provider: usize, model: &'a str) -> &'a str {
+        match self.providers.get(provider) {
+            Some(p) if p.tokens.contains_key(model) => model,
+            _ => OTHER,
+        }
+    }
+
+    /// Records the time a request waited in a connection's request queue before admission.
+    pub fn queue_waited(&self, waited_ms: Millis) {
+        self.queue_wait.observe(millis_to_secs(waited_ms));
+    }
+
+    /// Counts a concurrency-gate or request-queue rejection (other skips are ignored).
+    pub fn rejected(&self, skip: &TargetSkip) {
+        if let TargetSkip::Saturated { code, .. } = skip {
+            self.count(&self.rejections, RejectionType::of_code(code).index());
+        }
+    }
+
+    /// Counts a move to another connection or target.
+    pub fn fallback(&self, reason: impl Into<FallbackReason>) {
+        self.count(&self.fallbacks, reason.into().index());
+    }
+
+    /// The skip counters, for a request's routing report.
+    pub fn skips(&self) -> Arc<SkipCounters> {
+        self.skips.clone()
+    }
+
+    fn count(&self, counters: &[IntCounter], index: usize) {
+        if let Some(c) = counters.get(index) {
+            c.inc();
+        }
+    }
+}
+
+fn millis_to_secs(ms: Millis) -> f64 {
+    Duration::from_millis(ms).as_secs_f64()
+}
+
+/// The status recorded for a request whose handler was dropped before it answered (the
+/// client went away): nginx's "client closed request", counted as `4xx`.
+pub const CLIENT_CLOSED: u16 = 499;
+
+/// Times one client request. Dropping it records the request (count by status class,
+/// duration) and leaves the in-flight gauge, so a stream's timer lives in its body's
+/// finaliser and a request abandoned by its client is still counted.
+pub struct RequestTimer {
+    metrics: Arc<Metrics>,
+    route: Route,
+    started: Instant,
+    status: u16,
+    overhead_recorded: bool,
+}
+
+impl std::fmt::Debug for RequestTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestTimer")
+            .field("route", &self.route)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RequestTimer {
+    /// Records the gateway overhead now: time so far minus `upstream` (see the module docs).
+    /// Only the first call counts.
+    pub fn commit(&mut self, upstream: Duration) {
+        if self.overhead_recorded {
+            return;
+        }
+        self.overhead_recorded = true;
+        let overhead = self.started.elapsed().saturating_sub(upstream);
+        if let Some(h) = self.metrics.overhead.get(self.route.index()) {
+            h.observe(overhead.as_secs_f64());
+        }
+    }
+
+    /// Finishes the request with the status the client got (the access log's status), after
+    /// waiting `upstream` on upstreams in total.
+    pub fn finish(mut self, status: u16, upstream: Duration) {
+        self.commit(upstream);
+        self.status = status;
+    }
+}
+
+impl Drop for RequestTimer {
+    fn drop(&mut self) {
+        let m = &self.metrics;
+        let route = self.route.index();
+        if let Some(c) = m
+            .requests
+            .get(route)
+            .and_then(|row| row.get(StatusClass::of(self.status).index()))
+        {
+            c.inc();
+        }
+        if let Some(h) = m.request_duration.get(route) {
+            h.observe(self.started.elapsed().as_secs_f64());
+        }
+        m.in_flight.dec();
+    }
+}
+
+/// `GET /metrics` (admin listener, no authentication): the text exposition format.
+pub async fn scrape(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
+    match rt.metrics.encode() {
+        Ok(text) => HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4; charset=utf-8")
+            .body(text),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode metrics");
+            HttpResponse::InternalServerError()
+                .content_type("text/plain")
+                .body("metrics unavailable")
+        }
+    }
+}
