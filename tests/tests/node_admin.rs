@@ -671,9 +671,9 @@ async fn invalid_patches_are_rejected_naming_the_field() {
     );
     // One this node does not use yet is stored and said so.
     let r = node
-        .patch(json!({"provider_cooldown": {"enabled": true}}))
+        .patch(json!({"session_leases": {"ttl_ms": 60000}}))
         .await;
-    assert_eq!(r.ok()["notApplied"], json!(["provider_cooldown.enabled"]));
+    assert_eq!(r.ok()["notApplied"], json!(["session_leases.ttl_ms"]));
     assert_eq!(r.json["restartRequired"], json!([]));
 }
 

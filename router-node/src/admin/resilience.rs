@@ -5,8 +5,9 @@
 //! out-of-range value rejects it with 400 `invalid_settings` and one `details` entry per field,
 //! so nothing is half-applied. An accepted patch is merged into the persisted layer, written to
 //! the state store first (a failed write changes nothing), then the effective settings are
-//! recomputed from all layers and published: request paths read them on their next load, and
-//! the breaker and connection actors get their new profiles by message. The request queues
+//! recomputed from all layers and published: request paths read them on their next load, the
+//! windowed provider-cooldown tracker takes its new numbers, and the breaker and connection
+//! actors get their new profiles by message. The request queues
 //! (`request_queue.*` except `auto_enable_apikey_providers`) and the session-affinity TTL are
 //! sized when the node starts; changes to them are stored and reported in `restartRequired`.
 //! Sections this node version does not consult yet are stored and reported in `notApplied`.
@@ -37,14 +38,10 @@ const RESTART_REQUIRED: &[&str] = &[
     "session_affinity.ttl_ms",
 ];
 
-/// Settings this node version stores but does not consult yet (the windowed provider
-/// cooldown, runtime error rules and session leases are not wired into routing); a patch of
-/// them is accepted for forward compatibility and reported in `notApplied`.
-const NOT_APPLIED: &[&str] = &[
-    "provider_cooldown",
-    "provider_error_rules",
-    "session_leases",
-];
+/// Settings this node version stores but does not consult yet (runtime error rules and
+/// session leases are not wired into routing); a patch of them is accepted for forward
+/// compatibility and reported in `notApplied`.
+const NOT_APPLIED: &[&str] = &["provider_error_rules", "session_leases"];
 
 /// `GET /api/resilience`.
 pub async fn get_settings(rt: web::Data<Arc<Runtime>>, _key: ManagementKey) -> ApiResult {
@@ -150,6 +147,10 @@ pub async fn patch_settings(
     }
     let values = Arc::new(built.values());
     rt.settings.store(values.clone());
+    // The windowed provider cooldown keeps its windows; only its numbers change.
+    if let Ok(mut tracker) = rt.provider_cooldown.lock() {
+        tracker.set_params(values.provider_cooldown());
+    }
     let now = Now::read(&rt);
     let asks = rt.providers.iter().map(|p| {
         let values = values.clone();
