@@ -16,6 +16,20 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// `n` distinct free TCP ports on 127.0.0.1: all are bound at once before any is released, so
+/// two calls in a row cannot hand out the same port (which made a node refuse to start with
+/// `admin_listen` equal to `listen`).
+pub fn free_ports<const N: usize>() -> std::io::Result<[u16; N]> {
+    let mut listeners = Vec::with_capacity(N);
+    let mut ports = [0u16; N];
+    for port in &mut ports {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        *port = l.local_addr()?.port();
+        listeners.push(l);
+    }
+    Ok(ports)
+}
+
 /// Path of a binary built from this workspace (next to the test executable's `deps/` folder).
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
@@ -40,12 +54,9 @@ impl NodeProcess {
     /// here on free ports) and extra environment variables; waits up to 15 s for `/readyz`.
     pub fn start(config: &str, env: &[(&str, &str)]) -> std::io::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let client: SocketAddr = format!("127.0.0.1:{}", free_port()?)
-            .parse()
-            .map_err(io_err)?;
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()?)
-            .parse()
-            .map_err(io_err)?;
+        let [client_port, admin_port] = free_ports()?;
+        let client: SocketAddr = format!("127.0.0.1:{client_port}").parse().map_err(io_err)?;
+        let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().map_err(io_err)?;
         let full = with_listeners(config, client, admin);
         let cfg_path = dir.path().join("switchyard.toml");
         std::fs::File::create(&cfg_path)?.write_all(full.as_bytes())?;
@@ -177,5 +188,7 @@ mod tests {
         let out = with_listeners("[auth]\n", a, b);
         assert!(out.starts_with("[server]\nlisten"));
         assert!(free_port().unwrap() > 0);
+        let [a, b] = free_ports().unwrap();
+        assert_ne!(a, b);
     }
 }
