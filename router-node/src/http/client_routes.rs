@@ -430,6 +430,12 @@ fn access_log_ok(
     started: Instant,
     _tokens: Option<()>,
 ) {
+    let total = started.elapsed();
+    let upstream = req.upstream_wait.get();
+    let usage = match &routed.body {
+        RoutedBody::Json(ok) => ok.usage.clone(),
+        RoutedBody::Stream(_) => None,
+    };
     tracing::info!(
         target: "access",
         request_id,
@@ -440,9 +446,17 @@ fn access_log_ok(
         attempts = routed.attempts,
         status = 200,
         stream = false,
-        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms = millis(total),
+        upstream_ms = millis(upstream),
+        overhead_us = u64::try_from(total.saturating_sub(upstream).as_micros()).unwrap_or(u64::MAX),
+        input_tokens = usage.as_ref().and_then(|u| u.input).unwrap_or(0),
+        output_tokens = usage.as_ref().and_then(|u| u.output).unwrap_or(0),
         "request"
     );
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn access_log_error(
