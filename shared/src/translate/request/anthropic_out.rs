@@ -84,7 +84,9 @@ pub(crate) fn encode(req: &Request, opts: &TranslateOptions) -> Result<Value> {
             out.insert("tool_choice".into(), choice);
         }
     }
-    if let Some(thinking) = thinking(req.reasoning.as_ref(), max_tokens)? {
+    if let Some(thinking) = thinking(req.reasoning.as_ref(), max_tokens)?
+        && !unsigned_tool_loop(&req.messages)
+    {
         out.insert("thinking".into(), thinking);
     }
     Ok(Value::Object(out))
@@ -129,6 +131,28 @@ fn thinking(reasoning: Option<&Reasoning>, max_tokens: u64) -> Result<Option<Val
         return Ok(None);
     }
     Ok(Some(json!({"type": "enabled", "budget_tokens": budget})))
+}
+
+/// Whether the last assistant turn called tools without signed reasoning first — it came from
+/// another provider. Anthropic refuses thinking for such a tool loop ("a final assistant
+/// message must start with a thinking block"), so thinking is left off for this request;
+/// the next turn can enable it again.
+fn unsigned_tool_loop(messages: &[Message]) -> bool {
+    let Some(last) = messages.iter().rev().find(|m| m.role == Role::Assistant) else {
+        return false;
+    };
+    let calls = last.content.iter().any(|b| matches!(b, Block::ToolCall(_)));
+    let signed = last.content.iter().any(|b| {
+        matches!(
+            b,
+            Block::Redacted(_)
+                | Block::Reasoning {
+                    signature: Some(_),
+                    ..
+                }
+        )
+    });
+    calls && !signed
 }
 
 fn message(msg: &Message) -> Option<Value> {

@@ -245,3 +245,23 @@ fn tool_ids_anthropic_refuses_are_rewritten_consistently() {
         "functions_f_0"
     );
 }
+
+#[test]
+fn thinking_is_left_off_for_a_tool_loop_another_provider_started() {
+    let loop_turns = |reasoning: Value| {
+        json!({
+            "model": "m", "reasoning_effort": "low", "max_completion_tokens": 8000,
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": null, "reasoning_details": reasoning,
+                 "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "r"},
+            ],
+        })
+    };
+    let unsigned = request(CHAT, ANTHROPIC, &loop_turns(json!(null)));
+    assert!(unsigned.get("thinking").is_none(), "{unsigned}");
+    let signed = json!([{"type": "reasoning.text", "text": "t", "signature": "s"}]);
+    let out = request(CHAT, ANTHROPIC, &loop_turns(signed));
+    assert_eq!(out["thinking"]["type"], "enabled");
+}
