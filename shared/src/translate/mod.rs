@@ -7,7 +7,9 @@
 //! - [`translate_response`] on a JSON answer, or a [`StreamTranslator`] fed every upstream SSE
 //!   event ([`StreamTranslator::on_event`] / [`StreamTranslator::on_item`], then
 //!   [`StreamTranslator::finish`] at EOF) for a streamed one;
-//! - [`translate_error_body`] on an upstream error body it passes on.
+//! - [`translate_error_body`] on an upstream error body it passes on;
+//! - [`strip_unsigned_thinking`] on an Anthropic request it sends to an Anthropic provider
+//!   unchanged, in case earlier turns were served (and translated) by an OpenAI provider.
 //!
 //! Every direction goes through one neutral model (the private `ir` module: Anthropic-shaped
 //! turns of typed blocks), so each format has one decoder and one encoder and each mapping
@@ -40,6 +42,7 @@ pub use context::{
 pub use error::{TranslateError, format_name};
 pub use errors::{map_error_type, translate_error_body};
 pub use ir::TokenUsage;
+pub use reasoning_codec::strip_unsigned_thinking;
 pub use stream::StreamTranslator;
 
 use crate::sse::Format;

@@ -104,3 +104,36 @@ pub(crate) fn chat_details(blocks: &[&Block]) -> Option<Value> {
         .collect();
     Some(Value::Array(details))
 }
+
+/// Removes the `thinking` blocks with an empty signature from an Anthropic request's assistant
+/// turns, and any assistant turn left empty; returns how many blocks went.
+///
+/// Claude always signs its thinking, so an unsigned block came from a translated OpenAI
+/// provider's reasoning (an Anthropic client must be shown it as a `thinking` block, and the
+/// format has no way to mark it foreign). Anthropic rejects such a block, so a request that
+/// goes to an Anthropic provider unchanged after a fallback should pass through this first.
+pub fn strip_unsigned_thinking(request: &mut Value) -> usize {
+    let Some(messages) = request.get_mut("messages").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let mut removed = 0;
+    let unsigned = |b: &Value| {
+        b.get("type").and_then(Value::as_str) == Some("thinking")
+            && b.get("signature")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+    };
+    messages.retain_mut(|m| {
+        if m.get("role").and_then(Value::as_str) != Some("assistant") {
+            return true;
+        }
+        let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) else {
+            return true;
+        };
+        let before = blocks.len();
+        blocks.retain(|b| !unsigned(b));
+        removed += before - blocks.len();
+        !blocks.is_empty() || before == 0
+    });
+    removed
+}

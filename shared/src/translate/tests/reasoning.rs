@@ -210,3 +210,27 @@ fn streamed_and_json_chat_translations_agree() {
     );
     assert_eq!(frames.last().map(|(_, d)| d.clone()), Some(json!("[DONE]")));
 }
+
+#[test]
+fn unsigned_thinking_is_stripped_before_anthropic_sees_it() {
+    let mut body = json!({"model": "claude", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "from glm", "signature": ""},
+            {"type": "text", "text": "a"},
+        ]},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "only", "signature": ""}]},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "claude", "signature": SIG}]},
+        {"role": "assistant", "content": "plain"},
+    ]});
+    assert_eq!(crate::translate::strip_unsigned_thinking(&mut body), 2);
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "claude", "signature": SIG}]},
+            {"role": "assistant", "content": "plain"},
+        ])
+    );
+}
