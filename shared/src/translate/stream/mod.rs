@@ -82,7 +82,7 @@ enum Encoder {
 }
 
 enum Mode {
-    /// Same format both sides: frames are re-emitted as they came.
+    /// Same format both sides: events are re-emitted as they came (event, id and data).
     Passthrough,
     Translate(Decoder, Box<Encoder>),
 }
@@ -178,6 +178,11 @@ fn passthrough(event: &SseEvent<'_>, out: &mut Vec<u8>) {
     if let Some(name) = event.event {
         out.extend_from_slice(b"event: ");
         out.extend_from_slice(name);
+        out.push(b'\n');
+    }
+    if let Some(id) = event.id {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id);
         out.push(b'\n');
     }
     for line in event.data.split(|b| *b == b'\n') {
