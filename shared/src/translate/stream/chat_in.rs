@@ -18,7 +18,8 @@ use crate::translate::request::parts::ANTHROPIC_REASONING_FORMAT;
 enum Open {
     Text,
     Reasoning,
-    Tool(u64),
+    /// The n-th tool call.
+    Tool(usize),
 }
 
 #[derive(Debug, Default)]
@@ -26,8 +27,8 @@ pub(crate) struct ChatDecoder {
     started: bool,
     open: Option<(usize, Open)>,
     next: usize,
-    /// Chat tool-call index → neutral block index.
-    tools: Vec<(u64, usize)>,
+    /// Tool calls seen: chat `index` (when sent), id, neutral block index.
+    tools: Vec<(Option<u64>, String, usize)>,
     /// The `reasoning_details` index of the open reasoning block.
     detail: Option<u64>,
     finish: Option<FinishReason>,
@@ -150,33 +151,36 @@ impl ChatDecoder {
                 out.push(delta_ev(index, Delta::Text(t.to_owned())));
             }
         }
-        for (pos, call) in delta
+        for call in delta
             .get("tool_calls")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .enumerate()
         {
-            let chat_index = call
-                .get("index")
-                .and_then(Value::as_u64)
-                .unwrap_or(pos as u64);
+            let s = |v: &Value, k: &str| {
+                v.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
             let f = call.get("function").unwrap_or(&Value::Null);
-            let index = match self.tools.iter().find(|(c, _)| *c == chat_index) {
-                Some((_, n)) => *n,
+            let (key, id) = (call.get("index").and_then(Value::as_u64), s(call, "id"));
+            // Calls are keyed by `index`; servers that omit it (Gemini) send each call whole,
+            // told apart by id.
+            let known = match key {
+                Some(k) => self.tools.iter().find(|t| t.0 == Some(k)),
+                None if !id.is_empty() => self.tools.iter().find(|t| t.1 == id),
+                None => self.tools.last(),
+            };
+            let index = match known {
+                Some(t) => t.2,
                 None => {
-                    let s = |v: &Value, k: &str| {
-                        v.get(k)
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned()
-                    };
                     let kind = BlockKind::ToolCall {
-                        id: s(call, "id"),
+                        id: id.clone(),
                         name: s(f, "name"),
                     };
-                    let n = self.open_new(Open::Tool(chat_index), kind, out);
-                    self.tools.push((chat_index, n));
+                    let n = self.open_new(Open::Tool(self.tools.len()), kind, out);
+                    self.tools.push((key, id, n));
                     n
                 }
             };

@@ -1,3 +1,6 @@
+//! Mapping tables: stop reasons, usage (totals preserved across the cache split), efforts
+//! and budgets, error types.
+
 use serde_json::json;
 
 use crate::sse::FinishReason;

@@ -1,3 +1,6 @@
+//! Request translation: refusals by parameter name, accepted neutral values, options, and the
+//! small mappings the golden fixtures do not isolate.
+
 use serde_json::{Value, json};
 
 use super::request;

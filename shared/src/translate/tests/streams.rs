@@ -1,3 +1,6 @@
+//! Stream edge cases: the held finish, missing `[DONE]`, truncation, keep-alives, errors
+//! before content, and how chat deltas are cut into blocks.
+
 use serde_json::{Value, json};
 
 use crate::sse::{Format, SseEvent, SseItem, SseParser};
@@ -226,4 +229,27 @@ fn usage_chunk_only_when_the_chat_client_asked() {
         };
         assert_eq!(usage, expected, "include_usage: {include}");
     }
+}
+
+#[test]
+fn tool_calls_without_index_are_told_apart_by_id() {
+    let mut t = translator(CHAT, ANTHROPIC, json!({}));
+    let call = |id: &str, args: &str| json!({"id": id, "type": "function", "function": {"name": "f", "arguments": args}});
+    let mut out = Vec::new();
+    for chunk in [
+        chat_chunk(json!({"tool_calls": [call("a", "{\"x\":1}")]}), None),
+        chat_chunk(
+            json!({"tool_calls": [call("b", "{\"x\":2}")]}),
+            Some("tool_calls"),
+        ),
+    ] {
+        out.extend(t.on_event(&event(None, &chunk)));
+    }
+    out.extend(t.on_event(&event(None, "[DONE]")));
+    let starts: Vec<Value> = frames(&out)
+        .into_iter()
+        .filter(|(n, _)| n.as_deref() == Some("content_block_start"))
+        .map(|(_, d)| json!([d["index"], d["content_block"]["id"]]))
+        .collect();
+    assert_eq!(starts, vec![json!([0, "a"]), json!([1, "b"])]);
 }
