@@ -8,7 +8,8 @@
 //! - the **pure resilience policy**: provider [`breaker`], connection [`cooldown`], model
 //!   [`lockout`], error [`classify`]ication with status [`restatement`] and upstream retry
 //!   [`hints`], queue and concurrency [`admission`], and routing [`strategy`];
-//! - the bincode [`wire`] events nodes exchange, and the SSE [`sse`] tap parser.
+//! - the bincode [`wire`] events nodes exchange, and the SSE [`sse`] tap parser;
+//! - request, response and stream [`translate`]ion between the three wire formats.
 //!
 //! Policy code never reads a clock: time is passed in as [`Millis`] so state machines can be
 //! driven by property tests and a fake clock, and so the same code runs against Redis `TIME` in
@@ -27,6 +28,7 @@ pub mod restatement;
 pub mod settings;
 pub mod sse;
 pub mod strategy;
+pub mod translate;
 pub mod wire;
 
 /// Milliseconds on whatever clock the caller uses (a monotonic node clock, or Redis `TIME` in

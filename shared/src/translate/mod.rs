@@ -1,0 +1,79 @@
+//! Translation between OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, so a
+//! client of any format can be served by a provider of either provider format (`openai`
+//! chat, `anthropic`) — and a combo can fall back across formats mid-request.
+//!
+//! Pure and per request: the node calls
+//! - [`translate_request`] once with the client's body before sending it upstream;
+//! - [`translate_response`] on a JSON answer, or a [`StreamTranslator`] fed every upstream SSE
+//!   event ([`StreamTranslator::on_event`] / [`StreamTranslator::on_item`], then
+//!   [`StreamTranslator::finish`] at EOF) for a streamed one;
+//! - [`translate_error_body`] on an upstream error body it passes on;
+//! - [`strip_unsigned_thinking`] on an Anthropic request it sends to an Anthropic provider
+//!   unchanged, in case earlier turns were served (and translated) by an OpenAI provider.
+//!
+//! Every direction goes through one neutral model (the private `ir` module: Anthropic-shaped
+//! turns of typed blocks), so each format has one decoder and one encoder and each mapping
+//! decision lives in one place. `docs/translation.md` tabulates the mappings and everything
+//! dropped, and why. A parameter the provider format cannot express is refused with a
+//! [`TranslateError::Unsupported`] naming it (the node answers `400`), unless a documented
+//! mapping is close enough.
+//!
+//! Nothing here performs I/O or reads a clock: times are passed in ([`TranslateContext`]).
+
+mod context;
+mod error;
+mod errors;
+mod ir;
+pub mod mapping;
+mod reasoning_codec;
+mod request;
+mod response;
+mod stream;
+mod util;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+
+pub use context::{
+    DEFAULT_ANTHROPIC_MAX_TOKENS, MaxTokensField, TranslateContext, TranslateOptions,
+};
+pub use error::{TranslateError, format_name};
+pub use errors::{map_error_type, translate_error_body};
+pub use ir::TokenUsage;
+pub use reasoning_codec::strip_unsigned_thinking;
+pub use stream::StreamTranslator;
+
+use crate::sse::Format;
+
+/// Translates a client request body in `client` format into a body for a provider speaking
+/// `provider` (OpenAI chat or Anthropic). The same format on both sides returns the body
+/// unchanged.
+pub fn translate_request(
+    client: Format,
+    provider: Format,
+    body: &Value,
+    opts: &TranslateOptions,
+) -> Result<Value, TranslateError> {
+    if client == provider {
+        return Ok(body.clone());
+    }
+    let req = request::decode(client, provider, body)?;
+    request::encode(client, provider, &req, opts)
+}
+
+/// Translates a provider's successful JSON response in `provider` format into the client's
+/// format `client`. The same format on both sides returns the body unchanged.
+pub fn translate_response(
+    provider: Format,
+    client: Format,
+    body: &Value,
+    ctx: &TranslateContext,
+) -> Result<Value, TranslateError> {
+    if client == provider {
+        return Ok(body.clone());
+    }
+    let resp = response::decode(provider, client, body)?;
+    Ok(response::encode(client, &resp, ctx))
+}
