@@ -433,7 +433,7 @@ fn access_log_ok(
     let total = started.elapsed();
     let upstream = req.upstream_wait.get();
     let usage = match &routed.body {
-        RoutedBody::Json(ok) => ok.usage.clone(),
+        RoutedBody::Json(ok) => ok.usage,
         RoutedBody::Stream(_) => None,
     };
     tracing::info!(
