@@ -304,6 +304,7 @@ fn committed_body(
         attempts,
         probe: _,
         permits,
+        translation,
     } = routed;
     let RoutedBody::Stream(stream) = body else {
         return Box::pin(futures_util::stream::empty());
@@ -385,12 +386,31 @@ fn committed_body(
         timer.finish(200, Duration::ZERO);
     });
     let heartbeat = rt_heartbeat;
-    scrub::scrub_stream(
+    let scrubbed = scrub::scrub_stream(
         stream
             .with_heartbeat_interval_ms(heartbeat)
             .into_body(on_finish),
         secret.as_deref(),
-    )
+    );
+    match translation {
+        None => scrubbed,
+        // The provider speaks another format: translate event by event for the client. The
+        // watchdogs above already ran on the provider's own events.
+        Some(t) => match crate::routing::translation::stream_body(&t, scrubbed) {
+            Ok(s) => s,
+            Err(e) => {
+                let frame = sse::format_error_event(
+                    sse_format(t.client),
+                    e.error_type,
+                    &e.code,
+                    &e.message,
+                );
+                Box::pin(futures_util::stream::once(async move {
+                    Ok::<Bytes, actix_web::Error>(Bytes::from(frame))
+                }))
+            }
+        },
+    }
 }
 
 fn transport_of(code: &str) -> TransportFailure {

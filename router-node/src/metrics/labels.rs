@@ -122,7 +122,6 @@ label_enum! {
         ConnectionCooldown => "connection_cooldown",
         ModelLockout => "model_lockout",
         Terminal => "terminal",
-        FormatMismatch => "format_mismatch",
         NotAllowed => "not_allowed",
         NoConnections => "no_connections",
         ConcurrencyCap => "concurrency_cap",

@@ -15,7 +15,7 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use switchyard_shared::Millis;
 use switchyard_shared::admission::Rejection;
 use switchyard_shared::breaker::{Admission, BreakerView, ProbeGeneration};
-use switchyard_shared::config::{ProviderFormat, Resolved, Target};
+use switchyard_shared::config::{Resolved, Target};
 use switchyard_shared::outcome::RetryClass;
 use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
 use tokio::sync::OwnedSemaphorePermit;
@@ -24,6 +24,7 @@ use super::observe;
 use super::report::{Report, TargetSkip};
 use super::select;
 use super::terminal;
+use super::translation::{self, Translation};
 use crate::actors::AdmitProbe;
 use crate::http::body::ParsedBody;
 use crate::http::errors::{ClientFormat, GatewayError};
@@ -65,6 +66,8 @@ pub struct Routed {
     pub attempts: u32,
     pub probe: Option<ProbeGeneration>,
     pub permits: Permits,
+    /// Set when the client's format differs from the provider's: the answer is translated.
+    pub translation: Option<Translation>,
 }
 
 /// Permits and in-flight counts of one dispatched attempt, released exactly once on drop.
@@ -237,17 +240,6 @@ fn order_targets(
     out
 }
 
-/// Whether a client format can reach a provider format (translation comes later).
-fn format_compatible(client: ClientFormat, provider: ProviderFormat) -> bool {
-    matches!(
-        (client, provider),
-        (
-            ClientFormat::OpenAiChat | ClientFormat::OpenAiResponses,
-            ProviderFormat::Openai
-        ) | (ClientFormat::Anthropic, ProviderFormat::Anthropic)
-    )
-}
-
 /// Tries one target over its eligible connections. `Ok(None)`: move on (reasons recorded).
 #[allow(clippy::too_many_arguments)]
 async fn try_target(
@@ -265,10 +257,7 @@ async fn try_target(
         report.skip(&key, &target.provider, TargetSkip::NoConnections);
         return Ok(None);
     };
-    if !format_compatible(req.format, provider.config.format) {
-        report.skip(&key, &provider.id, TargetSkip::FormatMismatch);
-        return Ok(None);
-    }
+    let plan = translation::plan(req.format, provider.config.format);
     // 0. The optional windowed provider cooldown (off by default).
     let now = rt.clock.now();
     if rt.settings.load().provider_cooldown.enabled
@@ -386,11 +375,28 @@ async fn try_target(
         report.attempts += 1;
         let previous = provider.last_used_conn.swap(conn.idx, Ordering::AcqRel);
         conn.mark_used(now, (previous != usize::MAX).then_some(previous));
+        // The body in the provider's wire format; a parameter it cannot carry is the client's
+        // error (400 naming it), not the provider's.
+        let (upstream_body, translation) = match translation::upstream_body(
+            req.format,
+            plan,
+            &req.body,
+            &model,
+            rt.clock.epoch_ms() / 1000,
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                if let Some(g) = probe {
+                    crate::actors::release_probe(&provider, &rt.actor_stats, g, now);
+                }
+                return Err(e);
+            }
+        };
         let attempt_req = AttemptRequest {
             conn: conn.clone(),
             provider: provider.clone(),
-            client_format: req.format,
-            body: req.body.with_model(&model),
+            client_format: plan.wire,
+            body: upstream_body,
             stream: req.body.stream,
             forward_headers: req.forward_headers.clone(),
             deadline_ms: earliest(
@@ -405,16 +411,23 @@ async fn try_target(
             .metrics
             .time_attempt(provider.idx, &req.upstream_wait, attempt);
         let body = match timed.await {
-            AttemptResult::Json(ok) => Ok(RoutedBody::Json(ok)),
+            AttemptResult::Json(mut ok) => {
+                if let Some(t) = &translation {
+                    ok.body = translation::json_body(t, &ok.body)?;
+                }
+                Ok(RoutedBody::Json(ok))
+            }
             AttemptResult::Stream(stream) => Ok(RoutedBody::Stream(stream)),
             AttemptResult::Failed(failure) => Err(failure),
         };
         match body {
             Ok(body) => {
                 observe::on_success(rt, &provider, &conn, &model, probe);
-                return Ok(Some(success(
+                let mut routed = success(
                     rt, req, body, conn, provider, model, key, report, probe, permits,
-                )));
+                );
+                routed.translation = translation;
+                return Ok(Some(routed));
             }
             Err(failure) => {
                 drop(permits);
@@ -491,6 +504,7 @@ fn success(
         attempts: report.attempts,
         probe,
         permits,
+        translation: None,
     }
 }
 

@@ -7,5 +7,6 @@ pub mod observe;
 pub mod report;
 pub mod select;
 pub mod terminal;
+pub mod translation;
 
 pub use dispatch::{RouteRequest, Routed, RoutedBody, route};

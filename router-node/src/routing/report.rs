@@ -42,8 +42,6 @@ pub enum TargetSkip {
     Blocked {
         connections: Vec<BlockedConnection>,
     },
-    /// The client's format cannot reach this provider's format.
-    FormatMismatch,
     /// The API key may not use any connection of this target.
     NotAllowed,
     /// The provider has no connections.
@@ -88,7 +86,6 @@ impl TargetSkip {
                     "connection_cooldown"
                 }
             }
-            Self::FormatMismatch => "format_mismatch",
             Self::NotAllowed => "not_allowed",
             Self::NoConnections => "no_connections",
             Self::Saturated { .. } => "concurrency_cap",

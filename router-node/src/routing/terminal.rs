@@ -233,13 +233,6 @@ pub fn after_pass(
                     }
                 }
             }
-            TargetSkip::FormatMismatch => AfterPass::Fail(GatewayError::bad_request(
-                "unsupported_route_for_provider",
-                format!(
-                    "Model {} is served by a provider whose wire format this route does not speak",
-                    record.target
-                ),
-            )),
             TargetSkip::NotAllowed => AfterPass::Fail(GatewayError::forbidden(
                 "connection_not_allowed",
                 "This API key may not use any connection of the requested model",
