@@ -189,6 +189,77 @@ def anthropic_checks(args):
     check("anthropic auth error", auth_error)
 
 
+def cross_format_checks(args):
+    """Each SDK against a provider of the other wire format, directly and through a combo
+    whose first target (of the other format) fails with 503 before the second answers."""
+    oa = openai.OpenAI(base_url=args.base_url + "/v1", api_key=args.api_key, max_retries=0, timeout=20)
+    an = anthropic.Anthropic(base_url=args.base_url, api_key=args.api_key, max_retries=0, timeout=20)
+    messages = [{"role": "user", "content": "Say hello"}]
+    tool = {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+
+    def anthropic_sdk_on_openai_provider():
+        m = an.messages.create(model=args.openai_model, max_tokens=64, messages=messages, tools=[tool])
+        text = "".join(b.text for b in m.content if b.type == "text")
+        expect(text == args.expect_text, f"text {text!r}")
+        expect(m.stop_reason == "end_turn", f"stop_reason {m.stop_reason!r}")
+        expect(m.usage.input_tokens > 0 and m.usage.output_tokens > 0, f"usage {m.usage!r}")
+
+    def anthropic_sdk_stream_on_openai_provider():
+        with an.messages.stream(model=args.openai_model, max_tokens=64, messages=messages) as s:
+            text = "".join(s.text_stream)
+            final = s.get_final_message()
+        expect(text == args.expect_text, f"text_stream {text!r}")
+        expect(final.stop_reason == "end_turn", f"stop_reason {final.stop_reason!r}")
+
+    def openai_sdk_on_anthropic_provider():
+        r = oa.chat.completions.create(model=args.anthropic_model, messages=messages)
+        expect(r.choices[0].message.content == args.expect_text, f"text {r.choices[0].message.content!r}")
+        expect(r.choices[0].finish_reason == "stop", f"finish {r.choices[0].finish_reason!r}")
+        expect(r.usage is not None and r.usage.total_tokens > 0, f"usage {r.usage!r}")
+
+    def openai_sdk_stream_on_anthropic_provider():
+        stream = oa.chat.completions.create(
+            model=args.anthropic_model, messages=messages, stream=True,
+            stream_options={"include_usage": True},
+        )
+        text, usage, finish = "", None, None
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                text += c.delta.content or ""
+                finish = c.finish_reason or finish
+        expect(text == args.expect_text, f"text {text!r}")
+        expect(finish == "stop", f"finish {finish!r}")
+        expect(usage is not None and usage.completion_tokens > 0, f"usage {usage!r}")
+
+    def responses_sdk_on_anthropic_provider():
+        r = oa.responses.create(model=args.anthropic_model, input="Say hello")
+        expect(r.output_text == args.expect_text, f"output_text {r.output_text!r}")
+
+    def anthropic_sdk_combo_falls_back_across_formats():
+        with an.messages.stream(model=args.anthropic_combo, max_tokens=64, messages=messages) as s:
+            text = "".join(s.text_stream)
+        expect(text == args.expect_text, f"text_stream {text!r}")
+
+    def openai_sdk_combo_falls_back_across_formats():
+        stream = oa.chat.completions.create(model=args.openai_combo, messages=messages, stream=True)
+        text = "".join((c.delta.content or "") for chunk in stream for c in chunk.choices)
+        expect(text == args.expect_text, f"text {text!r}")
+
+    check("anthropic sdk -> openai provider (json, tools)", anthropic_sdk_on_openai_provider)
+    check("anthropic sdk -> openai provider (stream)", anthropic_sdk_stream_on_openai_provider)
+    check("openai sdk -> anthropic provider (json)", openai_sdk_on_anthropic_provider)
+    check("openai sdk -> anthropic provider (stream)", openai_sdk_stream_on_anthropic_provider)
+    check("responses sdk -> anthropic provider", responses_sdk_on_anthropic_provider)
+    check("anthropic sdk combo: openai 503 -> anthropic", anthropic_sdk_combo_falls_back_across_formats)
+    check("openai sdk combo: anthropic 503 -> openai", openai_sdk_combo_falls_back_across_formats)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--base-url", required=True)
@@ -196,10 +267,13 @@ def main():
     p.add_argument("--openai-model", required=True)
     p.add_argument("--anthropic-model", required=True)
     p.add_argument("--expect-text", required=True)
+    p.add_argument("--anthropic-combo", required=True)
+    p.add_argument("--openai-combo", required=True)
     args = p.parse_args()
     print(f"openai {openai.__version__}, anthropic {anthropic.__version__}")
     openai_checks(args)
     anthropic_checks(args)
+    cross_format_checks(args)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
         return 1

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use switchyard_tests::mock_upstream::FaultSpec;
 use switchyard_tests::python::{self, run};
 
 use support2::*;
@@ -51,13 +52,27 @@ async fn official_sdks_parse_everything_the_node_sends() {
         provider("ant", "anthropic", &url, &["claude-sonnet-4-5"], "", ""),
         connection("oai-k1", "oai", "SDK_UP_OAI", ""),
         connection("ant-k1", "ant", "SDK_UP_ANT", ""),
-    );
+    ) + &provider("oaibad", "openai", &url, &["gpt-4o-mini"], "", "")
+        + &provider("antbad", "anthropic", &url, &["claude-sonnet-4-5"], "", "")
+        + &connection("oaibad-k1", "oaibad", "SDK_UP_OAIBAD", "")
+        + &connection("antbad-k1", "antbad", "SDK_UP_ANTBAD", "")
+        + "\n[[combos]]\nname = \"x-anthropic\"\nstrategy = \"priority\"\n\
+           targets = [{ target = \"oaibad/gpt-4o-mini\" }, { target = \"ant/claude-sonnet-4-5\" }]\n\
+           \n[[combos]]\nname = \"x-openai\"\nstrategy = \"priority\"\n\
+           targets = [{ target = \"antbad/claude-sonnet-4-5\" }, { target = \"oai/gpt-4o-mini\" }]\n";
+    // The first target of each cross-format combo always fails.
+    mock.script(FaultSpec::status(503).for_key("sk-sdk-upstream-oaibad-0000003"))
+        .unwrap();
+    mock.script(FaultSpec::status(503).for_key("sk-ant-sdk-upstream-bad-000004"))
+        .unwrap();
     let node = start_node(
         config,
         env(&[
             ("SDK_CLIENT_KEY", CLIENT_KEY),
             ("SDK_UP_OAI", "sk-sdk-upstream-openai-00000001"),
             ("SDK_UP_ANT", "sk-ant-sdk-upstream-000000002"),
+            ("SDK_UP_OAIBAD", "sk-sdk-upstream-oaibad-0000003"),
+            ("SDK_UP_ANTBAD", "sk-ant-sdk-upstream-bad-000004"),
         ]),
     )
     .await;
@@ -72,6 +87,12 @@ async fn official_sdks_parse_everything_the_node_sends() {
                 .args(["--openai-model", "oai/gpt-4o-mini"])
                 .args(["--anthropic-model", "ant/claude-sonnet-4-5"])
                 .args(["--expect-text", &mock_text(CHUNKS as usize)])
+                .args([
+                    "--anthropic-combo",
+                    "x-anthropic",
+                    "--openai-combo",
+                    "x-openai",
+                ])
                 .env("NO_PROXY", "127.0.0.1,localhost")
                 .env_remove("HTTP_PROXY")
                 .env_remove("HTTPS_PROXY")
@@ -89,6 +110,21 @@ async fn official_sdks_parse_everything_the_node_sends() {
         node.log()
     );
     assert!(output.contains("all SDK checks passed"), "{output}");
+    assert!(
+        output.contains("ok   openai sdk combo: anthropic 503 -> openai"),
+        "the cross-format checks did not run:\n{output}"
+    );
+    // The cross-format combos really met a failing first target.
+    assert!(
+        mock.stats()
+            .requests_for_key("sk-sdk-upstream-oaibad-0000003")
+            >= 1
+    );
+    assert!(
+        mock.stats()
+            .requests_for_key("sk-ant-sdk-upstream-bad-000004")
+            >= 1
+    );
     // Every check reached the upstream through the node (errors excepted).
     assert!(mock.stats().requests_total >= 8, "{:?}", mock.stats());
     assert_healthy(&node, "SDK checks").await;
