@@ -13,6 +13,7 @@ Usage:
 """
 
 import argparse
+import json
 import sys
 import traceback
 
@@ -251,7 +252,53 @@ def cross_format_checks(args):
         text = "".join((c.delta.content or "") for chunk in stream for c in chunk.choices)
         expect(text == args.expect_text, f"text {text!r}")
 
+    def anthropic_sdk_tool_use_from_openai_provider():
+        with an.messages.stream(
+            model=args.openai_tool_model, max_tokens=64, messages=messages, tools=[tool]
+        ) as s:
+            final = s.get_final_message()
+        uses = [b for b in final.content if b.type == "tool_use"]
+        expect(uses, f"no tool_use block in {final.content!r}")
+        expect(uses[0].name == "get_weather", f"tool name {uses[0].name!r}")
+        expect(uses[0].input == {"city": "Paris"}, f"tool input {uses[0].input!r}")
+        expect(final.stop_reason == "tool_use", f"stop_reason {final.stop_reason!r}")
+        # The tool result goes back with the same id, through the same translation.
+        follow = messages + [
+            {"role": "assistant", "content": [u.model_dump() for u in uses]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": uses[0].id, "content": "sunny"}
+            ]},
+        ]
+        m = an.messages.create(model=args.openai_model, max_tokens=64, messages=follow, tools=[tool])
+        expect(m.type == "message", f"follow-up {m!r}")
+
+    def openai_sdk_tool_calls_from_anthropic_provider():
+        stream = oa.chat.completions.create(
+            model=args.anthropic_tool_model, messages=messages, stream=True,
+            tools=[{"type": "function",
+                    "function": {"name": "get_weather", "parameters": tool["input_schema"]}}],
+        )
+        name, arguments, ids, finish = "", "", set(), None
+        for chunk in stream:
+            for c in chunk.choices:
+                for tc in c.delta.tool_calls or []:
+                    if tc.id:
+                        ids.add(tc.id)
+                    if tc.function and tc.function.name:
+                        name += tc.function.name
+                    if tc.function and tc.function.arguments:
+                        arguments += tc.function.arguments
+                finish = c.finish_reason or finish
+        expect(name == "get_weather", f"tool name {name!r}")
+        expect(json.loads(arguments) == {"city": "Paris"}, f"arguments {arguments!r}")
+        expect(len(ids) == 1, f"tool call ids {ids!r}")
+        expect(finish == "tool_calls", f"finish {finish!r}")
+
     check("anthropic sdk -> openai provider (json, tools)", anthropic_sdk_on_openai_provider)
+    check("anthropic sdk tool use from an openai provider (stream)",
+          anthropic_sdk_tool_use_from_openai_provider)
+    check("openai sdk tool calls from an anthropic provider (stream)",
+          openai_sdk_tool_calls_from_anthropic_provider)
     check("anthropic sdk -> openai provider (stream)", anthropic_sdk_stream_on_openai_provider)
     check("openai sdk -> anthropic provider (json)", openai_sdk_on_anthropic_provider)
     check("openai sdk -> anthropic provider (stream)", openai_sdk_stream_on_anthropic_provider)
@@ -269,6 +316,8 @@ def main():
     p.add_argument("--expect-text", required=True)
     p.add_argument("--anthropic-combo", required=True)
     p.add_argument("--openai-combo", required=True)
+    p.add_argument("--openai-tool-model", required=True)
+    p.add_argument("--anthropic-tool-model", required=True)
     args = p.parse_args()
     print(f"openai {openai.__version__}, anthropic {anthropic.__version__}")
     openai_checks(args)

@@ -56,10 +56,26 @@ async fn official_sdks_parse_everything_the_node_sends() {
         + &provider("antbad", "anthropic", &url, &["claude-sonnet-4-5"], "", "")
         + &connection("oaibad-k1", "oaibad", "SDK_UP_OAIBAD", "")
         + &connection("antbad-k1", "antbad", "SDK_UP_ANTBAD", "")
+        + &provider("oaitool", "openai", &url, &["gpt-4o-mini"], "", "")
+        + &provider("anttool", "anthropic", &url, &["claude-sonnet-4-5"], "", "")
+        + &connection("oaitool-k1", "oaitool", "SDK_UP_OAITOOL", "")
+        + &connection("anttool-k1", "anttool", "SDK_UP_ANTTOOL", "")
         + "\n[[combos]]\nname = \"x-anthropic\"\nstrategy = \"priority\"\n\
            targets = [{ target = \"oaibad/gpt-4o-mini\" }, { target = \"ant/claude-sonnet-4-5\" }]\n\
            \n[[combos]]\nname = \"x-openai\"\nstrategy = \"priority\"\n\
            targets = [{ target = \"antbad/claude-sonnet-4-5\" }, { target = \"oai/gpt-4o-mini\" }]\n";
+    // The tool providers always answer with a tool call, in their own wire format.
+    for key in [
+        "sk-sdk-upstream-oaitool-000005",
+        "sk-ant-sdk-upstream-tool-00006",
+    ] {
+        let fault: FaultSpec = serde_json::from_value(serde_json::json!({
+            "match": {"api_key": key},
+            "tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}
+        }))
+        .unwrap();
+        mock.script(fault).unwrap();
+    }
     // The first target of each cross-format combo always fails.
     mock.script(FaultSpec::status(503).for_key("sk-sdk-upstream-oaibad-0000003"))
         .unwrap();
@@ -73,6 +89,8 @@ async fn official_sdks_parse_everything_the_node_sends() {
             ("SDK_UP_ANT", "sk-ant-sdk-upstream-000000002"),
             ("SDK_UP_OAIBAD", "sk-sdk-upstream-oaibad-0000003"),
             ("SDK_UP_ANTBAD", "sk-ant-sdk-upstream-bad-000004"),
+            ("SDK_UP_OAITOOL", "sk-sdk-upstream-oaitool-000005"),
+            ("SDK_UP_ANTTOOL", "sk-ant-sdk-upstream-tool-00006"),
         ]),
     )
     .await;
@@ -93,6 +111,8 @@ async fn official_sdks_parse_everything_the_node_sends() {
                     "--openai-combo",
                     "x-openai",
                 ])
+                .args(["--openai-tool-model", "oaitool/gpt-4o-mini"])
+                .args(["--anthropic-tool-model", "anttool/claude-sonnet-4-5"])
                 .env("NO_PROXY", "127.0.0.1,localhost")
                 .env_remove("HTTP_PROXY")
                 .env_remove("HTTPS_PROXY")
@@ -111,7 +131,8 @@ async fn official_sdks_parse_everything_the_node_sends() {
     );
     assert!(output.contains("all SDK checks passed"), "{output}");
     assert!(
-        output.contains("ok   openai sdk combo: anthropic 503 -> openai"),
+        output.contains("ok   openai sdk combo: anthropic 503 -> openai")
+            && output.contains("ok   openai sdk tool calls from an anthropic provider"),
         "the cross-format checks did not run:\n{output}"
     );
     // The cross-format combos really met a failing first target.
