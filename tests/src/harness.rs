@@ -119,6 +119,19 @@ impl NodeProcess {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// The log once `ready` accepts it, or as it is after `timeout`. The node writes log lines
+    /// from a background thread, so a line may land a moment after the response it describes.
+    pub fn wait_for_log(&self, timeout: Duration, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            if ready(&log) || Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The child's PID (for signals in lifecycle tests).
     pub fn pid(&self) -> u32 {
         self.child.id()

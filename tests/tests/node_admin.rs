@@ -883,7 +883,9 @@ async fn cooldown_clear_skips_terminal_and_reinstate_brings_it_back() {
     assert_eq!(body["reinstated"], true);
     assert_eq!(body["previousStatus"], "credits_exhausted");
     assert_eq!(node.cooldown_row("a").await["status"], "active");
-    let log = node.proc.log();
+    let log = node.proc.wait_for_log(Duration::from_secs(3), |log| {
+        log.contains("reinstated by operator")
+    });
     assert!(
         log.lines().any(|l| l.contains("reinstated by operator")
             && l.contains("\"a\"")

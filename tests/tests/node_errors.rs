@@ -167,7 +167,10 @@ impl Setup {
                     assert!(!r.contains(part), "echoed credential:\n{r}");
                 }
             }
-            let log = self.node.log();
+            // Log lines are written by a background thread: give the last ones time to land.
+            let log = self
+                .node
+                .wait_for_log(std::time::Duration::from_millis(300), |_| false);
             assert!(!log.contains(&secret), "secret {secret} in the node log");
         }
     }
