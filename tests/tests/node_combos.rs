@@ -479,14 +479,37 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_executable_targets_is_404() {
-    let s = setup("", "", "").await;
-    // Only OpenAI-format providers: an Anthropic-format client has nothing to run on, and
-    // no resilience timer is involved.
-    let r = post(
-        &s.http,
-        &s.base,
-        "/v1/messages",
-        &messages("c-priority", false),
+    // The client's key may use no connection of any target: nothing can run, and no
+    // resilience timer is involved.
+    let mock = mock(3).await;
+    let url = mock.base_url();
+    let config = format!(
+        "{}\n[[api_keys]]\nid = \"narrow\"\nkey_env = \"NARROW_KEY\"\n\
+         allowed_connections = [\"cz\"]\n{}{}{}{}{}{}\n[[combos]]\nname = \"c\"\n\
+         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}]\n",
+        open_auth_no_queue(),
+        provider("pa", "openai", &url, &[MODEL], "", ""),
+        provider("pb", "anthropic", &url, &[MODEL], "", ""),
+        provider("pz", "openai", &url, &[MODEL], "", ""),
+        connection("ca", "pa", "COMBO_KEY_A", ""),
+        connection("cb", "pb", "COMBO_KEY_B", ""),
+        connection("cz", "pz", "COMBO_KEY_C", ""),
+    );
+    let node = start_node(
+        config,
+        env(&[
+            ("COMBO_KEY_A", KEY_A),
+            ("COMBO_KEY_B", KEY_B),
+            ("COMBO_KEY_C", KEY_C),
+            ("NARROW_KEY", "sy-narrow-client-key-0001"),
+        ]),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let r = send(
+        http.post(format!("{}/v1/messages", node.client_url()))
+            .header("x-api-key", "sy-narrow-client-key-0001")
+            .json(&messages("c", false)),
     )
     .await;
     assert_eq!(r.status, 404, "{r:#?}");
@@ -494,7 +517,7 @@ async fn no_executable_targets_is_404() {
     assert_eq!(v["type"], "error", "Anthropic envelope: {v}");
     assert_eq!(v["error"]["code"], "no_executable_targets", "{v}");
     assert_eq!(v["error"]["type"], "not_found_error", "{v}");
-    assert_eq!(s.total(), 0);
+    assert_eq!(mock.stats().requests_total, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -258,6 +258,16 @@ async fn try_target(
         return Ok(None);
     };
     let plan = translation::plan(req.format, provider.config.format);
+    // The body in the provider's wire format, once per target; a parameter that format cannot
+    // carry is the client's error (400 naming it), whatever state the provider is in.
+    let model: Arc<str> = target.model.clone();
+    let (upstream_body, translation) = translation::upstream_body(
+        req.format,
+        plan,
+        &req.body,
+        &model,
+        rt.clock.epoch_ms() / 1000,
+    )?;
     // 0. The optional windowed provider cooldown (off by default).
     let now = rt.clock.now();
     if rt.settings.load().provider_cooldown.enabled
@@ -306,7 +316,6 @@ async fn try_target(
             }
         }
     }
-    let model: Arc<str> = target.model.clone();
     let mut gate_rejection: Option<TargetSkip> = None;
     let mut fallback = false;
     loop {
@@ -375,28 +384,11 @@ async fn try_target(
         report.attempts += 1;
         let previous = provider.last_used_conn.swap(conn.idx, Ordering::AcqRel);
         conn.mark_used(now, (previous != usize::MAX).then_some(previous));
-        // The body in the provider's wire format; a parameter it cannot carry is the client's
-        // error (400 naming it), not the provider's.
-        let (upstream_body, translation) = match translation::upstream_body(
-            req.format,
-            plan,
-            &req.body,
-            &model,
-            rt.clock.epoch_ms() / 1000,
-        ) {
-            Ok(b) => b,
-            Err(e) => {
-                if let Some(g) = probe {
-                    crate::actors::release_probe(&provider, &rt.actor_stats, g, now);
-                }
-                return Err(e);
-            }
-        };
         let attempt_req = AttemptRequest {
             conn: conn.clone(),
             provider: provider.clone(),
             client_format: plan.wire,
-            body: upstream_body,
+            body: upstream_body.clone(),
             stream: req.body.stream,
             forward_headers: req.forward_headers.clone(),
             deadline_ms: earliest(
@@ -426,7 +418,7 @@ async fn try_target(
                 let mut routed = success(
                     rt, req, body, conn, provider, model, key, report, probe, permits,
                 );
-                routed.translation = translation;
+                routed.translation = translation.clone();
                 return Ok(Some(routed));
             }
             Err(failure) => {
