@@ -93,19 +93,28 @@ impl Runtime {
         let mut conn_by_id = HashMap::new();
         let mut restatement = Vec::new();
         let mut error_rules = Vec::new();
+        let mut clients: HashMap<u64, reqwest::Client> = HashMap::new();
         for (pidx, provider) in config.providers.iter().enumerate() {
             let mut conn_indices = Vec::new();
-            // One pooled client per provider: its connections talk to the same host, and
-            // building a client loads the TLS roots, which must not happen 10,000 times.
-            let client = match build_client(&provider.timeouts) {
-                Ok(c) => c,
-                Err(e) => {
-                    errors.push(switchyard_shared::config::ConfigError {
-                        path: format!("providers.{}", provider.id),
-                        message: format!("cannot build the upstream client: {e}"),
-                    });
-                    continue;
-                }
+            // Pooled clients are shared by every provider with the same connect timeout (the
+            // only client-level setting): building one loads the TLS root store, which a
+            // catalogue of 1,000 providers must not do 1,000 times. The pool is keyed by host,
+            // so sharing a client shares nothing between providers but the TLS setup.
+            let client = match clients.get(&provider.timeouts.connect_ms) {
+                Some(c) => reqwest::Client::clone(c),
+                None => match build_client(&provider.timeouts) {
+                    Ok(c) => {
+                        clients.insert(provider.timeouts.connect_ms, c.clone());
+                        c
+                    }
+                    Err(e) => {
+                        errors.push(switchyard_shared::config::ConfigError {
+                            path: format!("providers.{}", provider.id),
+                            message: format!("cannot build the upstream client: {e}"),
+                        });
+                        continue;
+                    }
+                },
             };
             for conn in config.connections_of(&provider.id) {
                 let cidx = connections.len();

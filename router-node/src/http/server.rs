@@ -38,6 +38,9 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
                 .default_service(web::to(client_routes::not_found))
         }
     })
+    // Nagle would hold a stream's last small write (the chunked terminator, or a small SSE
+    // frame) until the client's delayed ACK, 40 ms on Linux: every stream ended 40 ms late.
+    .on_connect(set_nodelay)
     .workers(workers)
     .shutdown_timeout(grace)
     // Signals are handled by `lifecycle`, which fails readiness before closing listeners.
@@ -77,4 +80,13 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
     .bind(admin_addr)?
     .run();
     Ok((client, admin))
+}
+
+/// Turns Nagle's algorithm off on an accepted client connection (plain TCP).
+fn set_nodelay(conn: &dyn std::any::Any, _ext: &mut actix_web::dev::Extensions) {
+    if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>()
+        && let Err(e) = tcp.set_nodelay(true)
+    {
+        tracing::debug!("cannot set TCP_NODELAY on a client connection: {e}");
+    }
 }

@@ -1,9 +1,9 @@
 //! Pooled upstream HTTP clients.
 //!
-//! One `reqwest::Client` per provider (rustls, HTTP/1.1 keep-alive pool), shared by its
-//! connections: they talk to the same host, and building a client loads the TLS root store,
-//! which a catalogue of thousands of connections cannot afford at startup. HTTP/1.1 only, so
-//! HTTP/2's single-connection queueing beyond a server's stream limit never applies. Only the connect timeout is set on the client: headers, first
+//! Pooled `reqwest::Client`s (rustls, HTTP/1.1 keep-alive pools keyed by host), shared by every
+//! provider with the same connect timeout: building a client loads the TLS root store, which a
+//! catalogue of thousands of providers and connections cannot afford at startup. HTTP/1.1 only,
+//! so HTTP/2's single-connection queueing beyond a server's stream limit never applies. Only the connect timeout is set on the client: headers, first
 //! content, idle and attempt deadlines are enforced by the attempt itself, because reqwest's
 //! total `timeout` would also cut long streams.
 
