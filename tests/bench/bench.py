@@ -353,19 +353,22 @@ def cmd_report(args):
     w("## Throughput and latency")
     w("")
     w("Latencies in ms. *Added* is Switchyard minus the mock direct at the same percentile, "
-      "from the same invocation. CPU is the node's user+system time over the phase's wall "
-      "time (100 % = one core); RSS is the node's peak during the phase (VmHWM).")
+      "from the same invocation. Node CPU is the node's user+system time over the phase's wall "
+      "time (100 % = one core); RSS is the node's peak during the phase (VmHWM). *Cores busy* "
+      "is how busy the gateway core / the load core were over the phase, from /proc/stat, "
+      "whoever used them: on the gateway core, busy minus node CPU is other work (or steal) "
+      "competing with the node.")
     w("")
     w("| scenario | target | req/s | % of direct | p50 | p90 | p99 | p99.9 | added p50 | added p99 "
-      "| errors | node CPU | node peak RSS MiB |")
-    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| errors | node CPU | node peak RSS MiB | cores busy |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def row(scenario, target, gw_name, direct_name, proc_name=None):
         gw = oha_summary(run.oha(gw_name))
         direct = oha_summary(run.oha(direct_name)) if direct_name else None
         proc = run.proc(proc_name or gw_name)
         if gw is None:
-            w(f"| {scenario} | {target} | not run | | | | | | | | | | |")
+            w(f"| {scenario} | {target} | not run | | | | | | | | | | | |")
             return None
         is_direct = gw_name == direct_name
         share = "—"
@@ -377,13 +380,16 @@ def cmd_report(args):
             add99 = diff(gw["pct"]["p99"], direct["pct"]["p99"])
         cpu = "—"
         rss = "—"
+        busy = "—"
+        if proc and proc.get("gw_core_busy_pct") is not None:
+            busy = f"{proc['gw_core_busy_pct']:.0f} / {proc['load_core_busy_pct']:.0f} %"
         if proc and not is_direct:
             if proc.get("cpu_pct") is not None:
                 cpu = f"{proc['cpu_pct']:.0f} %"
             rss = mib(proc.get("hwm_kib"))
         w(f"| {scenario} | {target} | {rate(gw['rps'])} | {share} | "
           + " | ".join(ms(gw["pct"][p]) for p in PCTS)
-          + f" | {signed_ms(add50)} | {signed_ms(add99)} | {gw['errors']} | {cpu} | {rss} |")
+          + f" | {signed_ms(add50)} | {signed_ms(add99)} | {gw['errors']} | {cpu} | {rss} | {busy} |")
         summary["rows"].append({"scenario": scenario, "target": target, "phase": gw_name,
                                 "direct_phase": direct_name, **gw,
                                 "added_p50": add50, "added_p99": add99,
@@ -405,7 +411,8 @@ def cmd_report(args):
     res["cat10_lat"] = row("10 connections, 1 provider, probe", "switchyard", "gw-catalog-10-lat", "direct-json-lat")
     res["cat10k_sat"] = row("10,000 connections, 1,000 providers, saturation", "switchyard", "gw-catalog-10k-sat", "direct-json-sat")
     res["cat10k_lat"] = row("10,000 connections, 1,000 providers, probe", "switchyard", "gw-catalog-10k-lat", "direct-json-lat")
-    w("| redis mode | switchyard | skipped: cluster mode over Redis is not implemented yet | | | | | | | | | | |")
+    w("| redis mode | switchyard | skipped: cluster mode over Redis is not implemented yet "
+      "| | | | | | | | | | | |")
     w("")
 
     # --- TTFB

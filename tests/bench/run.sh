@@ -126,6 +126,14 @@ reset_hwm() { # restart VmHWM from the current RSS so each phase gets its own pe
 	echo 5 >"/proc/$1/clear_refs" 2>/dev/null || HWM_RESET=no
 }
 HWM_RESET=yes
+core_ticks() { # "busy total" jiffies of one core; busy includes steal (time the core was not ours)
+	awk -v c="cpu$1" '$1 == c { b = $2 + $3 + $4 + $7 + $8 + $9; print b, b + $5 + $6 }' /proc/stat
+}
+busy_pct() { # before after (each "busy total")
+	awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]; p = 0
+		if (t > 0) p = 100 * (y[1] - x[1]) / t
+		printf "%.1f", p }'
+}
 fd_count() { local fds=("/proc/$1/fd/"*); echo "${#fds[@]}"; }
 
 # --- the build and the load generator ------------------------------------------------------
@@ -260,7 +268,8 @@ oha_run() { # out-file oha-args...
 # measure NAME WARMUP_S DURATION_S BODY URL OHA_ARGS...: warm-up, then the measured phase,
 # recording the CPU time and peak RSS of the node (if one is running) and of the mock.
 measure() {
-	local name=$1 warm=$2 dur=$3 body=$4 url=$5 t0 t1 n0 n1 m0 m1 nhwm="null" nrss="null" ncpu="null" wall
+	local name=$1 warm=$2 dur=$3 body=$4 url=$5 t0 t1 n0 n1 m0 m1 g0 g1 l0 l1
+	local nhwm="null" nrss="null" ncpu="null" wall
 	shift 5
 	log "phase $name"
 	if [[ $warm != 0 ]]; then
@@ -271,20 +280,25 @@ measure() {
 	t0=$(now_us)
 	n0=$([[ -n $NODE_PID ]] && proc_ticks "$NODE_PID" || echo 0)
 	m0=$(proc_ticks "$MOCK_PID")
+	g0=$(core_ticks "$GW_CORE")
+	l0=$(core_ticks "$LOAD_CORE")
 	oha_run "$RAW/$name.json" -z "${dur}s" -D "$RAW/$body" "$@" "$url"
 	t1=$(now_us)
 	n1=$([[ -n $NODE_PID ]] && proc_ticks "$NODE_PID" || echo 0)
 	m1=$(proc_ticks "$MOCK_PID")
+	g1=$(core_ticks "$GW_CORE")
+	l1=$(core_ticks "$LOAD_CORE")
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e6 }')
 	if [[ -n $NODE_PID ]]; then
 		nhwm=$(proc_kib "$NODE_PID" VmHWM)
 		nrss=$(proc_kib "$NODE_PID" VmRSS)
 		ncpu=$(awk -v t=$((n1 - n0)) -v hz="$CLK_TCK" -v w="$wall" 'BEGIN { printf "%.1f", 100 * t / hz / w }')
 	fi
-	printf '{"wall_s":%s,"node":"%s","cpu_pct":%s,"hwm_kib":%s,"rss_kib":%s,"mock_cpu_pct":%s,"mock_hwm_kib":%s,"peak_sockets":%s,"hwm_reset":"%s"}\n' \
+	printf '{"wall_s":%s,"node":"%s","cpu_pct":%s,"hwm_kib":%s,"rss_kib":%s,"mock_cpu_pct":%s,"mock_hwm_kib":%s,"peak_sockets":%s,"hwm_reset":"%s","gw_core_busy_pct":%s,"load_core_busy_pct":%s}\n' \
 		"$wall" "$([[ -n $NODE_PID ]] && echo "$NODE_NAME")" "$ncpu" "$nhwm" "$nrss" \
 		"$(awk -v t=$((m1 - m0)) -v hz="$CLK_TCK" -v w="$wall" 'BEGIN { printf "%.1f", 100 * t / hz / w }')" \
-		"$(proc_kib "$MOCK_PID" VmHWM)" "${PEAK_SOCKETS:-null}" "$HWM_RESET" >"$RAW/$name.proc.json"
+		"$(proc_kib "$MOCK_PID" VmHWM)" "${PEAK_SOCKETS:-null}" "$HWM_RESET" \
+		"$(busy_pct "$g0" "$g1")" "$(busy_pct "$l0" "$l1")" >"$RAW/$name.proc.json"
 }
 sat() { measure "$1" "$WARM" "${4:-$SAT}" "$2" "$3" -c "$SAT_CONNS"; }
 lat() { measure "$1" 1 "${4:-$LAT}" "$2" "$3" -c 1 -q "$RATE"; }
