@@ -103,6 +103,18 @@ stop_pid() {
 	wait "$pid" 2>/dev/null || true
 	untrack "$pid"
 }
+# Runs a command in the background and waits for it, so that a SIGINT or SIGTERM to this
+# script interrupts the wait at once (bash defers traps while a foreground child runs) and the
+# EXIT trap stops the child by its PID. Returns the command's status.
+run_tracked() {
+	local pid rc=0
+	"$@" &
+	pid=$!
+	track "$pid"
+	wait "$pid" || rc=$?
+	untrack "$pid"
+	return "$rc"
+}
 cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -160,6 +172,9 @@ fi
 
 mkdir -p "$RAW"
 log "results in $RUN"
+# The nodes' access logs reach about 400 MB in a full run before the script trims them.
+free_kib=$(df -Pk "$RUN" | awk 'NR == 2 { print $4 }')
+((free_kib > 1048576)) || die "less than 1 GiB free under $RUN; the access logs need room"
 
 # --- a quiet machine -----------------------------------------------------------------------
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -262,7 +277,7 @@ oha_run() { # out-file oha-args...
 	local out=$1 auth=()
 	shift
 	[[ -n $AUTH ]] && auth=(-H "$AUTH")
-	taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$out" --worker-threads 1 \
+	run_tracked taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$out" --worker-threads 1 \
 		-m POST -T application/json "${auth[@]}" -t 60s "$@"
 }
 # measure NAME WARMUP_S DURATION_S BODY URL OHA_ARGS...: warm-up, then the measured phase,
@@ -322,10 +337,10 @@ direct lat direct-sse-lat direct-sse.body "$DIRECT_URL"
 lat gw-sse-lat gw-sse.body "$GW_URL"
 
 log "phase SSE time to first byte"
-taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$DIRECT_URL" --body "$RAW/direct-sse.body" \
+run_tracked taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$DIRECT_URL" --body "$RAW/direct-sse.body" \
 	--rate "$RATE" --requests "$TTFB_REQS" --header "authorization: Bearer $UPSTREAM_KEY" \
 	--out "$RAW/direct-sse.ttfb.json"
-taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$GW_URL" --body "$RAW/gw-sse.body" \
+run_tracked taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$GW_URL" --body "$RAW/gw-sse.body" \
 	--rate "$RATE" --requests "$TTFB_REQS" --out "$RAW/gw-sse.ttfb.json"
 
 # Leak check: RSS after everything above (the warm-up) against RSS after many more requests.
@@ -338,7 +353,7 @@ EOF
 log "phase leak check: $leak_n requests"
 before=$(proc_kib "$NODE_PID" VmRSS)
 t0=$(now_us)
-timeout --signal=INT $((LEAK_BUDGET * 4 + 30)) \
+run_tracked timeout --signal=INT $((LEAK_BUDGET * 4 + 30)) \
 	taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$RAW/leak.oha.json" --worker-threads 1 \
 	-m POST -T application/json -t 60s -c "$SAT_CONNS" -n "$leak_n" -D "$RAW/gw-json.body" "$GW_URL" || true
 t1=$(now_us)
