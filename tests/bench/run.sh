@@ -20,7 +20,7 @@ usage: tests/bench/run.sh [--quick] [--no-build] [--out DIR] [--max-load L] [--q
   --no-build         use the existing release binaries
   --out DIR          results folder (default: results/<UTC timestamp> in the repository)
   --max-load L       wait until the 1-minute load average is below L (default 1.0) ...
-  --quiet-timeout S  ... or S seconds have passed (default 45, quick 5); the load is recorded
+  --quiet-timeout S  ... or S seconds have passed (default 45, quick 2); the load is recorded
   --gateway-core N   core for switchyard-node (default 0)
   --load-core N      core for the mock upstream and oha (default 1)
 EOF
@@ -50,8 +50,8 @@ done
 
 # Phase lengths (seconds) and sizes.
 if ((QUICK)); then
-	WARM=1 SAT=3 LAT=2 SHORT_SAT=2 SHORT_LAT=2 TTFB_REQS=200 LEAK_BUDGET=5 SLOW_S=5
-	QUIET_TIMEOUT=${QUIET_TIMEOUT:-5}
+	WARM=1 SAT=3 LAT=2 SHORT_SAT=2 SHORT_LAT=2 TTFB_REQS=150 LEAK_BUDGET=4 SLOW_S=4
+	QUIET_TIMEOUT=${QUIET_TIMEOUT:-2}
 else
 	WARM=3 SAT=15 LAT=10 SHORT_SAT=8 SHORT_LAT=8 TTFB_REQS=1000 LEAK_BUDGET=40 SLOW_S=12
 	QUIET_TIMEOUT=${QUIET_TIMEOUT:-45}
@@ -179,6 +179,7 @@ free_kib=$(df -Pk "$RUN" | awk 'NR == 2 { print $4 }')
 # --- a quiet machine -----------------------------------------------------------------------
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 deadline=$((SECONDS + QUIET_TIMEOUT))
+next_note=0
 while :; do
 	read -r load1 _ </proc/loadavg
 	if awk -v l="$load1" -v m="$MAX_LOAD" 'BEGIN { exit !(l < m) }'; then
@@ -189,8 +190,11 @@ while :; do
 		QUIET="not reached: 1-min load still $load1 (>= $MAX_LOAD) after ${QUIET_TIMEOUT} s; measured anyway"
 		break
 	fi
-	log "waiting for a quiet machine: 1-min load $load1"
-	sleep 5
+	if ((SECONDS >= next_note)); then
+		log "waiting for a quiet machine: 1-min load $load1"
+		next_note=$((SECONDS + 10))
+	fi
+	sleep 1
 done
 log "quiet machine: $QUIET"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
