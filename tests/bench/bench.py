@@ -491,10 +491,13 @@ def cmd_report(args):
     slow_mock = run.proc("direct-slow-streams")
     leak = load(os.path.join(run.raw, "leak.json"))
     leak_oha = oha_summary(run.oha("leak.oha"))
-    if leak and leak_oha:
-        # What oha actually completed (it is stopped if the phase overruns its budget).
+    if leak and leak_oha and not leak.get("oha_status"):
+        # What oha actually completed.
         leak["requests"] = leak_oha["ok"]
         leak["errors"] = leak_oha["errors"]
+    elif leak:
+        # oha was stopped by the phase's timeout (or failed): its count is unknown.
+        leak["requests"] = 0
     w("| measurement | value |")
     w("|---|---|")
     streams = meta.get("slow_streams", "?")
@@ -508,7 +511,10 @@ def cmd_report(args):
         w(f"| same load on the mock direct, mock peak RSS | "
           f"{mib((slow_mock or {}).get('mock_hwm_kib'))} MiB ({slow_direct['ok']} completed, "
           f"{slow_direct['errors']} errors) |")
-    if leak:
+    if leak and leak.get("oha_status"):
+        w(f"| leak check | oha did not finish (status {leak['oha_status']}); RSS "
+          f"{mib(leak['before_kib'])} → {mib(leak['after_kib'])} MiB |")
+    elif leak:
         w(f"| leak check: RSS after warm-up → after {leak['requests']:,} more requests "
           f"({leak['elapsed_s']:.0f} s) | {mib(leak['before_kib'])} → {mib(leak['after_kib'])} MiB "
           f"({(leak['after_kib'] - leak['before_kib']) / 1024:+.1f} MiB) |")

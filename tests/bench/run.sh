@@ -357,14 +357,18 @@ EOF
 log "phase leak check: $leak_n requests"
 before=$(proc_kib "$NODE_PID" VmRSS)
 t0=$(now_us)
-run_tracked timeout --signal=INT $((LEAK_BUDGET * 4 + 30)) \
+# A count, not a duration: bound it in case the node stalls (status 124 = stopped by timeout).
+leak_rc=0
+run_tracked timeout --kill-after=5 $((LEAK_BUDGET * 4 + 30)) \
 	taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$RAW/leak.oha.json" --worker-threads 1 \
-	-m POST -T application/json -t 60s -c "$SAT_CONNS" -n "$leak_n" -D "$RAW/gw-json.body" "$GW_URL" || true
+	-m POST -T application/json -t 60s -c "$SAT_CONNS" -n "$leak_n" -D "$RAW/gw-json.body" "$GW_URL" ||
+	leak_rc=$?
 t1=$(now_us)
 sleep 2
 after=$(proc_kib "$NODE_PID" VmRSS)
-printf '{"requests":%d,"elapsed_s":%s,"before_kib":%d,"after_kib":%d}\n' "$leak_n" \
-	"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')" "$before" "$after" >"$RAW/leak.json"
+printf '{"requests":%d,"elapsed_s":%s,"before_kib":%d,"after_kib":%d,"oha_status":%d}\n' "$leak_n" \
+	"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')" "$before" "$after" \
+	"$leak_rc" >"$RAW/leak.json"
 stop_node
 
 # Combo of three targets (the first answers).
