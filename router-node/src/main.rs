@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+// The request path allocates small, short-lived buffers on several threads; mimalloc
+// (a well-kept allocator made for that pattern) measured faster than glibc malloc here.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(name = "switchyard-node", version, about = "Switchyard router node")]
 struct Cli {
