@@ -310,6 +310,8 @@ fn committed_body(
         return Box::pin(futures_util::stream::empty());
     };
     let rt_heartbeat = rt.settings.load().stream.heartbeat_interval_ms;
+    // Time to first content of the committed attempt (the commit point).
+    let ttft_ms = stream.ready_after_ms;
     // An upstream may echo this connection's key in error text relayed after the commit.
     let secret = conn.api_key.clone();
     let log_secret = secret.clone();
@@ -373,6 +375,7 @@ fn committed_body(
             attempts,
             status = 200,
             stream = true,
+            ttft_ms,
             completed = end.completed,
             client_disconnected = end.client_disconnected,
             abort = end.abort.as_ref().map(|a| a.code()).unwrap_or("-"),
@@ -486,6 +489,13 @@ fn access_log_error(
     e: &GatewayError,
     started: Instant,
 ) {
+    // Every target's skip reason, as in the combo diagnostics header (`target:reason,…`).
+    let skips = e
+        .headers
+        .iter()
+        .find(|(k, _)| k.as_str() == "x-switchyard-combo-excluded")
+        .and_then(|(_, v)| v.to_str().ok())
+        .unwrap_or("-");
     tracing::info!(
         target: "access",
         request_id,
@@ -493,6 +503,7 @@ fn access_log_error(
         model,
         status = e.status.as_u16(),
         code = %e.code,
+        skips,
         duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "request"
     );
