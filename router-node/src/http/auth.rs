@@ -4,6 +4,8 @@
 //! every configured hash in constant time (no early exit), so response timing says nothing
 //! about which bytes matched. Keys come from `Authorization: Bearer …` or `x-api-key`.
 
+use std::sync::Arc;
+
 use actix_web::http::header::HeaderMap;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -38,21 +40,25 @@ impl ClientKey {
 /// The configured keys and whether anonymous clients are allowed.
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
-    keys: Vec<ClientKey>,
+    /// Shared so a request holds its key's policy without copying it.
+    keys: Vec<Arc<ClientKey>>,
     require_api_key: bool,
 }
 
 impl KeyStore {
     pub fn new(keys: Vec<ClientKey>, require_api_key: bool) -> Self {
         Self {
-            keys,
+            keys: keys.into_iter().map(Arc::new).collect(),
             require_api_key,
         }
     }
 
     /// Authenticates a request: `Ok(Some(key))`, `Ok(None)` for an allowed anonymous client,
     /// or 401.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&ClientKey>, GatewayError> {
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<&Arc<ClientKey>>, GatewayError> {
         let Some(presented) = presented_key(headers) else {
             return if self.require_api_key {
                 Err(GatewayError::unauthorized(
@@ -70,7 +76,7 @@ impl KeyStore {
     }
 
     /// Finds the key whose hash matches, comparing against every key without early exit.
-    pub fn find(&self, presented: &[u8]) -> Option<&ClientKey> {
+    pub fn find(&self, presented: &[u8]) -> Option<&Arc<ClientKey>> {
         let digest: [u8; 32] = Sha256::digest(presented).into();
         let mut found = None;
         for key in &self.keys {

@@ -141,7 +141,7 @@ async fn json_or_error(
         Err(e) => {
             access_log_error(
                 &request_id,
-                route_req.key_id.as_deref(),
+                route_req.key_id(),
                 &route_req.body.model,
                 &e,
                 started,
@@ -185,9 +185,9 @@ async fn stream_response(
     let early = tokio::time::sleep(Duration::from_millis(after.max(1)));
     tokio::select! {
         res = &mut routing => match res {
-            Ok(routed) => committed_response(rt, routed, &route_req, format, request_id, started, timer),
+            Ok(routed) => committed_response(rt, routed, &route_req, request_id, started, timer),
             Err(e) => {
-                access_log_error(&request_id, route_req.key_id.as_deref(), &route_req.body.model, &e, started);
+                access_log_error(&request_id, route_req.key_id(), &route_req.body.model, &e, started);
                 timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
                 e.to_response(format)
             }
@@ -217,7 +217,7 @@ async fn stream_response(
                 match res {
                     Ok(routed) => {
                         let log = (request_id.clone(), started);
-                        let mut body = committed_body(rt.clone(), routed, &route_req, format, log, timer);
+                        let mut body = committed_body(rt.clone(), routed, &route_req, log, timer);
                         while let Some(chunk) = body.next().await {
                             let Ok(chunk) = chunk else { break };
                             if tx.send(chunk).await.is_err() {
@@ -226,7 +226,7 @@ async fn stream_response(
                         }
                     }
                     Err(e) => {
-                        access_log_error(&request_id, route_req.key_id.as_deref(), &route_req.body.model, &e, started);
+                        access_log_error(&request_id, route_req.key_id(), &route_req.body.model, &e, started);
                         timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
                         let frame = sse::format_error_event(sse_format(format), e.error_type, &e.code, &e.message);
                         let _ = tx.send(Bytes::from(frame)).await;
@@ -250,7 +250,6 @@ fn committed_response(
     rt: Arc<Runtime>,
     routed: Routed,
     route_req: &Arc<RouteRequest>,
-    format: ClientFormat,
     request_id: String,
     started: Instant,
     timer: RequestTimer,
@@ -270,7 +269,7 @@ fn committed_response(
         return resp;
     }
     let log = (request_id.clone(), started);
-    let body = committed_body(rt, routed, route_req, format, log, timer);
+    let body = committed_body(rt, routed, route_req, log, timer);
     let mut b = HttpResponse::Ok();
     for (k, v) in headers {
         b.insert_header((k, v));
@@ -289,11 +288,9 @@ fn committed_body(
     rt: Arc<Runtime>,
     routed: Routed,
     route_req: &Arc<RouteRequest>,
-    format: ClientFormat,
     log: (String, Instant),
     mut timer: RequestTimer,
 ) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, actix_web::Error>>>> {
-    let _ = format;
     timer.commit(route_req.upstream_wait.get());
     let Routed {
         body,
@@ -315,7 +312,7 @@ fn committed_body(
     // An upstream may echo this connection's key in error text relayed after the commit.
     let secret = conn.api_key.clone();
     let log_secret = secret.clone();
-    let key_id = route_req.key_id.clone();
+    let key_id = route_req.key_id().map(str::to_owned);
     let client_model = route_req.body.model.clone();
     let on_finish = Box::new(move |end: StreamEnd| {
         // Permits and in-flight counts are released here, exactly once.
@@ -462,7 +459,7 @@ fn access_log_ok(
     tracing::info!(
         target: "access",
         request_id,
-        api_key = req.key_id.as_deref().unwrap_or("-"),
+        api_key = req.key_id().unwrap_or("-"),
         model = %req.body.model,
         route_target = %routed.target,
         connection = %routed.conn.id,

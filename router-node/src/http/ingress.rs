@@ -45,7 +45,7 @@ pub async fn prepare(
         )
         .with_source(ErrorSource::Downstream));
     }
-    let key = rt.keys.authenticate(req.headers())?.cloned();
+    let key = rt.keys.authenticate(req.headers())?.cloned(); // an Arc clone
     let content_length = req
         .headers()
         .get("content-length")
@@ -77,14 +77,9 @@ pub async fn prepare(
             forward_headers.push((HeaderName::from_static(name), v.clone()));
         }
     }
-    let _ = format;
     Ok(RouteRequest {
         format,
-        allowed_connections: key
-            .as_ref()
-            .map(|k| k.allowed_connections.clone())
-            .unwrap_or_default(),
-        key_id: key.map(|k| k.id),
+        key,
         session,
         forward_headers,
         body,

@@ -26,6 +26,7 @@ use super::select;
 use super::terminal;
 use super::translation::{self, Translation};
 use crate::actors::AdmitProbe;
+use crate::http::auth::ClientKey;
 use crate::http::body::ParsedBody;
 use crate::http::errors::{ClientFormat, GatewayError};
 use crate::metrics::UpstreamWait;
@@ -42,12 +43,26 @@ const DEFAULT_MAX_ATTEMPTS: u32 = 30;
 pub struct RouteRequest {
     pub format: ClientFormat,
     pub body: ParsedBody,
-    pub key_id: Option<String>,
-    pub allowed_connections: Vec<String>,
+    /// The authenticated client key and its policy (`None` for an anonymous client).
+    pub key: Option<Arc<ClientKey>>,
     pub session: Option<String>,
     pub forward_headers: Vec<(HeaderName, HeaderValue)>,
     /// Time spent waiting on upstream attempts, for the gateway-overhead metric.
     pub upstream_wait: UpstreamWait,
+}
+
+impl RouteRequest {
+    /// The client key's id, for logs and metrics.
+    pub fn key_id(&self) -> Option<&str> {
+        self.key.as_deref().map(|k| k.id.as_str())
+    }
+
+    /// The connections the key may use (`[]` = all).
+    pub fn allowed_connections(&self) -> &[String] {
+        self.key
+            .as_deref()
+            .map_or(&[], |k| k.allowed_connections.as_slice())
+    }
 }
 
 /// What came back from upstream.
@@ -326,7 +341,7 @@ async fn try_target(
             &provider,
             &model,
             target.connection.as_deref(),
-            &req.allowed_connections,
+            req.allowed_connections(),
             excluded,
             now,
         );

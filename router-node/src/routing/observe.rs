@@ -15,7 +15,7 @@ use switchyard_shared::classify::{
 };
 use switchyard_shared::cooldown::FailureObservation;
 use switchyard_shared::hints;
-use switchyard_shared::lockout::{LockFailure, LockReason, ModelRef, resolve_lock_key};
+use switchyard_shared::lockout::{LockFailure, LockReason, resolve_lock_key};
 use switchyard_shared::outcome::{BreakerOutcome, CooldownHint, LockScope};
 use switchyard_shared::restatement;
 
@@ -137,13 +137,7 @@ fn judge(
             && settings.model_lockout.enabled
             && settings.model_lockout.error_codes.contains(&status))
     {
-        let model_ref = ModelRef {
-            provider: &provider.id,
-            connection: &conn.id,
-            model,
-            family: None,
-            per_model_quota: provider.config.per_model_quota,
-        };
+        let model_ref = provider.model_ref(&conn.id, model);
         let lock_hint = match (classification.reset_hint_ms, classification.cooldown) {
             (Some(ms), _) => CooldownHint::Upstream(ms),
             (None, CooldownHint::None) => CooldownHint::ScaledBackoff,

@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{BlockedConnection, ConnectionBlock, CoolingScope};
-use switchyard_shared::lockout::ModelRef;
 use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
 
@@ -75,13 +74,7 @@ pub fn eligible(
             });
             continue;
         }
-        let model_ref = ModelRef {
-            provider: &provider.id,
-            connection: &conn.id,
-            model,
-            family: None,
-            per_model_quota: provider.config.per_model_quota,
-        };
+        let model_ref = provider.model_ref(&conn.id, model);
         if let Some(lock) = snap.model_lock(&model_ref, now) {
             out.blocked.push(BlockedConnection {
                 connection: conn.id.to_string(),

@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use switchyard_shared::Millis;
 use switchyard_shared::breaker::{BreakerState, BreakerView};
 use switchyard_shared::config::ProviderConfig;
+use switchyard_shared::lockout::ModelRef;
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ProviderBreakerActor;
@@ -95,6 +96,17 @@ impl ProviderHandle {
             transitions: TransitionCounts::default(),
             endpoints,
             config,
+        }
+    }
+
+    /// How the lockout policy names `model` on `connection` of this provider.
+    pub fn model_ref<'a>(&'a self, connection: &'a str, model: &'a str) -> ModelRef<'a> {
+        ModelRef {
+            provider: &self.id,
+            connection,
+            model,
+            family: None,
+            per_model_quota: self.config.per_model_quota,
         }
     }
 
