@@ -27,6 +27,7 @@ pub mod provider_cooldown;
 pub mod restatement;
 pub mod settings;
 pub mod sse;
+pub mod store;
 pub mod strategy;
 pub mod translate;
 pub mod wire;

@@ -30,3 +30,4 @@
 pub mod harness;
 pub mod mock_upstream;
 pub mod python;
+pub mod redis_server;
