@@ -16,6 +16,7 @@ pub mod actors;
 pub mod admin;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod demo;
 pub mod http;
 pub mod lifecycle;

@@ -17,6 +17,7 @@ use switchyard_shared::strategy::StrategyState;
 use crate::actors::ActorStats;
 use crate::admin::store::SettingsStore;
 use crate::clock::Clock;
+use crate::cluster::Cluster;
 use crate::http::auth::{ClientKey, KeyStore};
 use crate::metrics::Metrics;
 use crate::routing::affinity::Affinity;
@@ -66,6 +67,8 @@ pub struct Runtime {
     /// The persisted settings layer (`PATCH /api/resilience`) and the environment layer, kept
     /// to recompute the effective settings after a patch.
     pub settings_store: SettingsStore,
+    /// Cluster membership and the shared store; `None` in embedded mode.
+    pub cluster: Option<Arc<Cluster>>,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
 }
@@ -187,6 +190,8 @@ impl Runtime {
         } else {
             config.server.node_id.clone()
         };
+        let cluster = Cluster::from_config(&config.cluster, &node_id, env, None)
+            .map_err(|e| ConfigErrors { errors: vec![e] })?;
         let affinity = Affinity::new(values.session_affinity.ttl_ms);
         let actor_stats = Arc::new(ActorStats::default());
         let metrics = Metrics::new(
@@ -227,6 +232,7 @@ impl Runtime {
             metrics: Arc::new(metrics),
             management_key_sha256: secrets.management_key_sha256,
             settings_store,
+            cluster,
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
             config,
         })
