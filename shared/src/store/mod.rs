@@ -18,10 +18,12 @@
 
 mod error;
 pub mod health;
+pub mod heartbeat;
 pub mod keys;
 mod redis_store;
 
 pub use error::StoreError;
 pub use health::{HealthPolicy, HealthTracker, RedisState};
+pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
