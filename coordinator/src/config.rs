@@ -200,8 +200,20 @@ mod tests {
     use super::*;
 
     fn config(extra: &str) -> Config {
-        let text = format!("[cluster]\nmode = \"redis\"\n{extra}");
+        let text =
+            format!("[cluster]\nmode = \"redis\"\n{extra}\n[auth]\nrequire_api_key = false\n");
         Config::from_toml_str(&text).unwrap()
+    }
+
+    trait WithEnv {
+        fn with_management_env(self, name: &str) -> Self;
+    }
+
+    impl WithEnv for Config {
+        fn with_management_env(mut self, name: &str) -> Self {
+            self.auth.management_key_env = name.to_owned();
+            self
+        }
     }
 
     #[test]
@@ -219,17 +231,14 @@ mod tests {
         let missing = Settings::from_config(config(""), None, &|_| None);
         assert!(missing.is_err());
         let off =
-            Settings::from_config(config("[auth]\nmanagement_key_env = \"\"\n"), None, &|_| {
-                None
-            })
-            .unwrap();
+            Settings::from_config(config("").with_management_env(""), None, &|_| None).unwrap();
         assert_eq!(off.listen.port(), 9100);
         assert!(off.management_key_sha256.is_none());
     }
 
     #[test]
     fn embedded_mode_is_refused() {
-        let c = Config::from_toml_str("").unwrap();
+        let c = Config::from_toml_str("[auth]\nrequire_api_key = false\n").unwrap();
         assert!(Settings::from_config(c, None, &|_| Some("k".into())).is_err());
     }
 }

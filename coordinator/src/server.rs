@@ -34,6 +34,7 @@ pub fn run(settings: Settings) -> ExitCode {
         let feed_task = co.feed.spawn(&co.store);
         let leader_task = tokio::spawn(leader::run(Arc::clone(&co)));
         let janitor_task = tokio::spawn(leader::run_janitor(Arc::clone(&co)));
+        let refresh_task = tokio::spawn(crate::service::refresh_loop(Arc::clone(&co)));
         let data = web::Data::new(Arc::clone(&co));
         let server = HttpServer::new(move || {
             App::new()
@@ -56,6 +57,7 @@ pub fn run(settings: Settings) -> ExitCode {
         janitor_task.abort();
         leader_task.abort();
         feed_task.abort();
+        refresh_task.abort();
         leader::release(&co).await;
         match result {
             Ok(()) => {

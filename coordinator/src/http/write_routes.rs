@@ -37,7 +37,7 @@ pub async fn reset(
         }
         None => co.catalogue.providers.clone(),
     };
-    Ok(HttpResponse::Ok().json(actions::reset_breakers(&co, &key, targets).await?))
+    fresh(&co, actions::reset_breakers(&co, &key, targets).await?).await
 }
 
 /// `POST /api/cluster/providers/{id}/reset`.
@@ -48,7 +48,7 @@ pub async fn reset_one(
 ) -> ApiResult {
     let id = path.into_inner();
     provider_check(&co, &id)?;
-    Ok(HttpResponse::Ok().json(actions::reset_breakers(&co, &key, vec![id]).await?))
+    fresh(&co, actions::reset_breakers(&co, &key, vec![id]).await?).await
 }
 
 fn provider_check(co: &Coordinator, id: &str) -> Result<(), ApiError> {
@@ -135,7 +135,7 @@ pub async fn clear_cooldowns(
             ));
         }
     };
-    Ok(HttpResponse::Ok().json(actions::clear_cooldowns(&co, &key, targets).await?))
+    fresh(&co, actions::clear_cooldowns(&co, &key, targets).await?).await
 }
 
 /// Body of `DELETE /api/cluster/model-cooldowns` (the node's).
@@ -210,7 +210,7 @@ pub async fn clear_lockouts(
     if all {
         result["clearedAll"] = serde_json::json!(true);
     }
-    Ok(HttpResponse::Ok().json(result))
+    fresh(&co, result).await
 }
 
 /// `POST /api/cluster/connections/{id}/reinstate`.
@@ -221,7 +221,7 @@ pub async fn reinstate(
 ) -> ApiResult {
     let id = path.into_inner();
     known_connection(&co, &id)?;
-    Ok(HttpResponse::Ok().json(actions::reinstate(&co, &key, &id).await?))
+    fresh(&co, actions::reinstate(&co, &key, &id).await?).await
 }
 
 /// `DELETE /api/cluster/leases/{id}`: revoke the session lease on connection `id`.
@@ -232,7 +232,7 @@ pub async fn revoke_lease(
 ) -> ApiResult {
     let id = path.into_inner();
     known_connection(&co, &id)?;
-    Ok(HttpResponse::Ok().json(actions::revoke_lease(&co, &key, &id).await?))
+    fresh(&co, actions::revoke_lease(&co, &key, &id).await?).await
 }
 
 /// `PATCH /api/cluster/settings`.
@@ -243,5 +243,12 @@ pub async fn patch_settings(
     payload: web::Bytes,
 ) -> ApiResult {
     let text = body::text(&req, &payload)?;
-    Ok(HttpResponse::Ok().json(actions::patch_settings(&co, &key, text).await?))
+    fresh(&co, actions::patch_settings(&co, &key, text).await?).await
+}
+
+/// Re-reads the state after an action, so the next health answer (the dashboard's refresh)
+/// already shows its effect.
+async fn fresh(co: &Coordinator, result: serde_json::Value) -> ApiResult {
+    co.refresh().await;
+    Ok(HttpResponse::Ok().json(result))
 }
