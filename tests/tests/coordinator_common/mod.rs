@@ -248,3 +248,4 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+pub mod webdriver;
