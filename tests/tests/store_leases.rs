@@ -680,3 +680,47 @@ async fn get(s: &RedisStore, key: &str) -> Option<String> {
     .await
     .expect("GET")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_calls_over_a_partitioned_link_fail_closed_within_the_timeout() {
+    use switchyard_tests::fault_proxy::{FaultProxy, Mode};
+    const TIMEOUT_MS: u64 = 300;
+    let redis = RedisServer::start().expect("redis");
+    let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).expect("proxy");
+    let config = RedisStoreConfig {
+        url: format!("redis://{}/0", proxy.addr()),
+        key_prefix: "sy:".into(),
+        timeout_ms: TIMEOUT_MS,
+        health: HealthPolicy::default(),
+    };
+    let s = RedisStore::connect(&config, Arc::new(NoopObserver)).expect("store");
+    let keys = s.connection_lease_keys("c1");
+    let generation = granted(s.lease_acquire(&keys, TOKEN_A, "k", 60_000).await);
+
+    // The connection stays up but nothing gets through: no answer is not a "valid".
+    proxy.set_mode(Mode::Blackhole);
+    let bound = Duration::from_millis(TIMEOUT_MS) + Duration::from_secs(2);
+    let started = Instant::now();
+    let fence = s.lease_fence(&keys, TOKEN_A, generation, "k").await;
+    assert!(
+        matches!(fence, Err(StoreError::Timeout { .. })),
+        "{fence:?}"
+    );
+    assert!(started.elapsed() < bound, "{:?}", started.elapsed());
+    let started = Instant::now();
+    let renew = s.lease_renew(&keys, TOKEN_A, generation, 60_000).await;
+    assert!(renew.is_err(), "{renew:?}");
+    assert!(started.elapsed() < bound, "{:?}", started.elapsed());
+
+    // Healed: the lease is still there and the holder passes the fence again.
+    proxy.set_mode(Mode::Pass);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let fence = loop {
+        match s.lease_fence(&keys, TOKEN_A, generation, "k").await {
+            Ok(check) => break check,
+            Err(e) if Instant::now() > deadline => panic!("never recovered: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    assert_eq!(fence, FenceCheck::Valid);
+}
