@@ -123,3 +123,72 @@ pub(crate) fn time_ms(command: &'static str, v: Value) -> Result<Millis, StoreEr
     let micros = uint_or_zero(command, &parts[1])?;
     Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{FailureReason, TerminalStatus};
+
+    const C: &str = "test";
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn integers_come_as_ints_or_decimal_strings() {
+        assert_eq!(int(C, &Value::Int(-3)).unwrap(), -3);
+        assert_eq!(int(C, &bulk("42")).unwrap(), 42);
+        assert_eq!(uint_or_zero(C, &Value::Nil).unwrap(), 0);
+        assert!(matches!(
+            int(C, &bulk("x")),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert!(matches!(
+            uint_or_zero(C, &Value::Int(-1)),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert!(matches!(
+            u32_or_zero(C, &Value::Int(1 << 40)),
+            Err(StoreError::Protocol { .. })
+        ));
+    }
+
+    #[test]
+    fn enums_use_their_serde_names() {
+        assert_eq!(
+            opt_enum::<FailureReason>(C, &bulk("rate_limit_exceeded")).unwrap(),
+            Some(FailureReason::RateLimitExceeded)
+        );
+        assert_eq!(
+            opt_enum::<TerminalStatus>(C, &bulk("credits_exhausted")).unwrap(),
+            Some(TerminalStatus::CreditsExhausted)
+        );
+        assert_eq!(opt_enum::<TerminalStatus>(C, &bulk("")).unwrap(), None);
+        assert_eq!(opt_enum::<TerminalStatus>(C, &Value::Nil).unwrap(), None);
+        assert!(matches!(
+            opt_enum::<TerminalStatus>(C, &bulk("gone")),
+            Err(StoreError::Protocol { .. })
+        ));
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        assert!(matches!(
+            array(C, Value::Int(1)),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert!(matches!(
+            array_of(C, Value::Array(vec![Value::Nil]), 2),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert_eq!(
+            time_ms(C, Value::Array(vec![bulk("1700000000"), bulk("123456")])).unwrap(),
+            1_700_000_000_123
+        );
+        assert!(matches!(
+            time_ms(C, Value::Nil),
+            Err(StoreError::Protocol { .. })
+        ));
+    }
+}
