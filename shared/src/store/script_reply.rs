@@ -49,7 +49,7 @@ pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, StoreError> {
         Value::Int(i) => Ok(*i),
         Value::BulkString(bytes) => std::str::from_utf8(bytes)
             .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
+            .and_then(|s| parse_integer(s.trim()))
             .ok_or_else(|| protocol(command, format!("expected an integer, got {v:?}"))),
         Value::SimpleString(s) => s
             .trim()
@@ -60,6 +60,21 @@ pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, StoreError> {
             format!("expected an integer, got {other:?}"),
         )),
     }
+}
+
+/// Lua numbers are doubles: Redis writes a huge one in exponent form (`1.2e+19`). Accept an
+/// integral value written that way rather than fail on a number that is merely large.
+fn parse_integer(s: &str) -> Option<i64> {
+    if let Ok(i) = s.parse::<i64>() {
+        return Some(i);
+    }
+    let f = s.parse::<f64>().ok()?;
+    // The bounds are exact powers of two, so the cast below cannot wrap.
+    (f.is_finite()
+        && f.fract() == 0.0
+        && f >= -9.223_372_036_854_776e18
+        && f < 9.223_372_036_854_776e18)
+        .then_some(f as i64)
 }
 
 /// A non-negative integer; nil reads as 0 (an absent hash field).
