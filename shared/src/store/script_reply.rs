@@ -72,9 +72,8 @@ fn parse_integer(s: &str) -> Option<i64> {
     // The bounds are exact powers of two, so the cast below cannot wrap.
     (f.is_finite()
         && f.fract() == 0.0
-        && f >= -9.223_372_036_854_776e18
-        && f < 9.223_372_036_854_776e18)
-        .then_some(f as i64)
+        && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f))
+    .then_some(f as i64)
 }
 
 /// A non-negative integer; nil reads as 0 (an absent hash field).
