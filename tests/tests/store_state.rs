@@ -527,8 +527,8 @@ async fn paused_redis_is_skipped_then_recovered() {
         Err(StoreError::Unavailable)
     );
     assert!(
-        started.elapsed() < Duration::from_millis(50),
-        "skipped without the network"
+        started.elapsed() < Duration::from_secs(1),
+        "a skipped call returns at once (generous bound)"
     );
 
     server.resume();

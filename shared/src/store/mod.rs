@@ -16,17 +16,17 @@
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
 
-mod breaker;
-mod connections;
+pub mod breaker;
+pub mod connections;
 mod error;
-mod events;
+pub mod events;
 pub mod health;
 pub mod keys;
-mod lockouts;
-mod membership;
+pub mod lockouts;
+pub mod membership;
 mod redis_store;
 mod script_reply;
-mod settings;
+pub mod settings;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use connections::{ConnRecord, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS};
