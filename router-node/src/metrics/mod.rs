@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use actix_web::{HttpResponse, web};
+use actix_web::HttpResponse;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
     Registry, TextEncoder,
@@ -63,9 +63,9 @@ use labels::{
 
 use crate::actors::ActorStats;
 use crate::clock::Clock;
+use crate::reload::Rt;
 use crate::routing::report::TargetSkip;
 use crate::routing::{Routed, RoutedBody};
-use crate::runtime::Runtime;
 use crate::state::{ConnHandle, ProviderHandle};
 use crate::upstream::{AttemptResult, StreamEnd};
 
@@ -594,7 +594,7 @@ impl Drop for RequestTimer {
 }
 
 /// `GET /metrics` (admin listener, no authentication): the text exposition format.
-pub async fn scrape(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
+pub async fn scrape(rt: Rt) -> HttpResponse {
     match rt.metrics.encode() {
         Ok(text) => HttpResponse::Ok()
             .content_type("text/plain; version=0.0.4; charset=utf-8")
