@@ -88,29 +88,35 @@ fn serve_file(
             return ExitCode::from(1);
         }
     };
+    // Only the cell may keep the runtime: a reload retires the old one once nothing holds it.
+    drop(rt);
     let system = actix_web::rt::System::new();
     let result = system.block_on(async move {
         let arbiter = actix::Arbiter::new();
-        crate::actors::start_actors(
-            &rt.providers,
-            &rt.connections,
-            &rt.settings.load(),
-            &arbiter.handle(),
-            rt.actor_stats.clone(),
-        );
-        let (client, admin) = server::bind(cell.clone())?;
-        rt.lifecycle.ready.store(true, Ordering::Release);
-        tracing::info!(
-            node_id = %rt.node_id,
-            listen = %rt.config.server.listen,
-            admin_listen = %rt.config.server.admin_listen,
-            "switchyard-node ready"
-        );
+        let (client, admin) = {
+            let rt = cell.load();
+            crate::actors::start_actors(
+                &rt.providers,
+                &rt.connections,
+                &rt.settings.load(),
+                &arbiter.handle(),
+                rt.actor_stats.clone(),
+            );
+            let servers = server::bind(cell.clone())?;
+            rt.lifecycle.ready.store(true, Ordering::Release);
+            tracing::info!(
+                node_id = %rt.node_id,
+                listen = %rt.config.server.listen,
+                admin_listen = %rt.config.server.admin_listen,
+                "switchyard-node ready"
+            );
+            servers
+        };
         if let Some(b) = banner {
             eprintln!("{b}");
         }
         let signals = actix_web::rt::spawn(crate::lifecycle::handle_signals(
-            cell,
+            cell.clone(),
             client.handle(),
             admin.handle(),
             arbiter.handle(),
@@ -119,7 +125,10 @@ fn serve_file(
             .await
             .map(|_| ());
         signals.abort();
-        rt.lifecycle.draining.store(true, Ordering::Release);
+        cell.load()
+            .lifecycle
+            .draining
+            .store(true, Ordering::Release);
         arbiter.stop();
         out
     });
