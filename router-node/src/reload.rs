@@ -11,7 +11,8 @@
 //! with every problem logged and the running config kept. Resilience state of providers and
 //! connections that still exist (by id) is carried over: connection snapshots (cooldown,
 //! terminal status, lockouts, rate-limit toggle), breakers, and the persisted settings layer.
-//! The time base is kept too, so carried deadlines keep their meaning.
+//! The time base is kept too, so carried deadlines keep their meaning, and so is the metrics
+//! registry, so `/metrics` continues across a reload.
 //!
 //! Listener addresses, the worker count and the node id need a restart; a reload that changes
 //! them logs which keys were not applied and applies the rest.
@@ -118,13 +119,6 @@ impl RuntimeCell {
                 return false;
             }
         };
-        if let Err(e) = next
-            .metrics
-            .registry()
-            .register(Box::new(self.reloads.clone()))
-        {
-            tracing::warn!("reload counter not registered in the new registry: {e}");
-        }
         for w in &next.settings_warnings {
             tracing::warn!("settings: {w}");
         }
@@ -132,6 +126,7 @@ impl RuntimeCell {
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         next.generation = generation;
         carry_node_state(&old, &mut next);
+        self.continue_metrics(&old, &mut next);
         carry_settings(&old, &next).await;
         let breakers = carry_resilience_state(&old, &next).await;
         let counts = Diff::of(&old, &next);
@@ -158,6 +153,33 @@ impl RuntimeCell {
         );
         actix_web::rt::spawn(retire(old));
         true
+    }
+}
+
+impl RuntimeCell {
+    /// Keeps `/metrics` continuous: the new runtime records into the old registry and families.
+    /// Should that fail, it keeps its own fresh registry (counters restart from zero) and the
+    /// reload counter is registered there.
+    fn continue_metrics(&self, old: &Runtime, next: &mut Runtime) {
+        match old.metrics.continued(
+            &next.config,
+            &next.providers,
+            &next.connections,
+            next.clock,
+            next.actor_stats.clone(),
+        ) {
+            Ok(metrics) => next.metrics = Arc::new(metrics),
+            Err(e) => {
+                tracing::error!("config reload: metrics restart from zero: {e}");
+                if let Err(e) = next
+                    .metrics
+                    .registry()
+                    .register(Box::new(self.reloads.clone()))
+                {
+                    tracing::warn!("reload counter not registered in the new registry: {e}");
+                }
+            }
+        }
     }
 }
 
