@@ -268,12 +268,23 @@ async fn carry_settings(old: &Runtime, next: &Runtime) {
 }
 
 /// Seeds the new handles from the old ones with the same id (connection snapshots, breaker
-/// views, counters) and collects the old breakers for the new breaker actors.
+/// views, counters) and collects the old breakers for the new breaker actors. A connection
+/// whose credential changed keeps only its counters.
 async fn carry_resilience_state(old: &Runtime, next: &Runtime) -> HashMap<String, Breaker> {
     for conn in &next.connections {
         let Some(prev) = old.connection(&conn.id) else {
             continue;
         };
+        conn.cooldowns.add(&prev.cooldowns);
+        if prev.api_key != conn.api_key {
+            // A replaced credential is how an operator fixes a banned or expired key: its
+            // cooldown and terminal status belonged to the old key.
+            tracing::info!(
+                connection = &*conn.id,
+                "config reload: new credential, resilience state starts fresh"
+            );
+            continue;
+        }
         conn.publish((**prev.load()).clone());
         conn.last_used_at
             .store(prev.last_used_at.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -283,6 +294,7 @@ async fn carry_resilience_state(old: &Runtime, next: &Runtime) -> HashMap<String
         let Some(prev) = old.provider(&provider.id) else {
             continue;
         };
+        provider.transitions.add(&prev.transitions);
         provider.breaker.store(prev.breaker.load_full());
         let Some(addr) = prev.actor.get() else {
             continue;

@@ -240,7 +240,7 @@ async fn invalid_file_is_rejected_and_the_old_config_kept() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cooldown_survives_an_unrelated_reload() {
+async fn cooldown_survives_an_unrelated_reload_but_not_a_new_key() {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
     let other = MockUpstream::start(MockConfig::default()).await.unwrap();
     let first = format!("{PRELUDE}{}", provider("pa", "a1", "KEY_A", &mock));
@@ -291,4 +291,18 @@ async fn cooldown_survives_an_unrelated_reload() {
     let r = chat(&node, "pa/m", false).await;
     assert!(!r.status().is_success(), "{}", r.status());
     assert_eq!(mock.stats().requests_total, hits, "a cooling a1 was used");
+
+    // A new credential is how an operator fixes a connection: its state starts fresh.
+    reload(
+        &node,
+        &format!("{PRELUDE}{}", provider("pa", "a1", "KEY_B", &mock)),
+    );
+    wait_lines(&node, "config reloaded", 2);
+    assert_eq!(
+        remaining(&admin(&node, "/api/resilience/cooldowns").await),
+        0
+    );
+    let r = chat(&node, "pa/m", false).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(mock.stats().requests_for_key("sk-b"), 1);
 }
