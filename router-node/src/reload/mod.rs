@@ -17,34 +17,28 @@
 //! Listener addresses, the worker count and the node id need a restart; a reload that changes
 //! them logs which keys were not applied and applies the rest.
 
-use std::collections::HashMap;
+mod carry;
+mod diff;
+
 use std::future::{Ready, ready};
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use actix::ArbiterHandle;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use arc_swap::ArcSwap;
 use prometheus::{IntCounterVec, Opts};
-use switchyard_shared::breaker::Breaker;
 use switchyard_shared::config::{Config, ConfigErrors};
-use switchyard_shared::settings;
 
-use crate::actors::{GetBreaker, Retire};
+use self::carry::{
+    carry_node_state, carry_resilience_state, carry_settings, retire, warn_restart_only,
+};
+use self::diff::Diff;
 use crate::clock::Clock;
 use crate::runtime::Runtime;
-
-/// How often a retired runtime is checked for remaining users.
-const RETIRE_POLL: Duration = Duration::from_millis(500);
-/// The longest a retired runtime waits for its last request (a very long stream); its actors
-/// are stopped after that even if a request still holds it.
-const RETIRE_MAX_WAIT: Duration = Duration::from_secs(3_600);
-/// How long a reload waits for an old breaker actor to hand over its breaker.
-const BREAKER_HANDOVER: Duration = Duration::from_secs(2);
 
 /// Reads and validates a config file and builds a runtime from it: the one path shared by
 /// `--check`, startup and reload.
@@ -216,183 +210,5 @@ impl FromRequest for Rt {
                 "runtime not configured",
             )),
         })
-    }
-}
-
-/// Warns about keys that only a restart applies. They keep their running values.
-fn warn_restart_only(old: &Config, next: &Config) {
-    let (o, n) = (&old.server, &next.server);
-    let mut keys = Vec::new();
-    if o.listen != n.listen {
-        keys.push("server.listen");
-    }
-    if o.admin_listen != n.admin_listen {
-        keys.push("server.admin_listen");
-    }
-    if o.workers != n.workers {
-        keys.push("server.workers");
-    }
-    if o.node_id != n.node_id {
-        keys.push("server.node_id");
-    }
-    if !keys.is_empty() {
-        tracing::warn!(
-            keys = keys.join(", "),
-            "config reload: these keys need a restart and keep their running values"
-        );
-    }
-}
-
-/// Node-wide state that is not part of the config: probes, counters, identity.
-fn carry_node_state(old: &Runtime, next: &mut Runtime) {
-    next.lifecycle = old.lifecycle.clone();
-    next.stats = old.stats.clone();
-    next.actor_stats = old.actor_stats.clone();
-    next.node_id = old.node_id.clone();
-}
-
-/// A memory-only persisted settings layer (no state directory) exists only in the old
-/// runtime; hand it on and recompute the effective settings. (A file-backed one was just
-/// reread from its file.)
-async fn carry_settings(old: &Runtime, next: &Runtime) {
-    if next.settings_store.persistence().durable {
-        return;
-    }
-    let persisted = old.settings_store.persisted();
-    if let Err(e) = next.settings_store.store((*persisted).clone()).await {
-        tracing::warn!("config reload: runtime settings not carried over: {e}");
-        return;
-    }
-    let built = settings::build(&next.config, next.settings_store.env(), &persisted);
-    next.settings.store(Arc::new(built.values()));
-}
-
-/// Seeds the new handles from the old ones with the same id (connection snapshots, breaker
-/// views, counters) and collects the old breakers for the new breaker actors. A connection
-/// whose credential changed keeps only its counters.
-async fn carry_resilience_state(old: &Runtime, next: &Runtime) -> HashMap<String, Breaker> {
-    for conn in &next.connections {
-        let Some(prev) = old.connection(&conn.id) else {
-            continue;
-        };
-        conn.cooldowns.add(&prev.cooldowns);
-        if prev.api_key != conn.api_key {
-            // A replaced credential is how an operator fixes a banned or expired key: its
-            // cooldown and terminal status belonged to the old key.
-            tracing::info!(
-                connection = &*conn.id,
-                "config reload: new credential, resilience state starts fresh"
-            );
-            continue;
-        }
-        conn.publish((**prev.load()).clone());
-        conn.last_used_at
-            .store(prev.last_used_at.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    let mut breakers = HashMap::new();
-    for provider in &next.providers {
-        let Some(prev) = old.provider(&provider.id) else {
-            continue;
-        };
-        provider.transitions.add(&prev.transitions);
-        provider.breaker.store(prev.breaker.load_full());
-        let Some(addr) = prev.actor.get() else {
-            continue;
-        };
-        match tokio::time::timeout(BREAKER_HANDOVER, addr.send(GetBreaker)).await {
-            Ok(Ok(breaker)) => {
-                breakers.insert(provider.id.to_string(), breaker);
-            }
-            _ => tracing::warn!(
-                provider = &*provider.id,
-                "config reload: breaker state not carried over (actor did not answer)"
-            ),
-        }
-    }
-    breakers
-}
-
-/// Stops the actors of a replaced runtime once no request holds it (bounded by
-/// [`RETIRE_MAX_WAIT`]), which also breaks the handle/actor reference cycle so it is freed.
-async fn retire(old: Arc<Runtime>) {
-    let rounds = RETIRE_MAX_WAIT.as_millis() / RETIRE_POLL.as_millis();
-    for _ in 0..rounds {
-        if Arc::strong_count(&old) == 1 {
-            break;
-        }
-        tokio::time::sleep(RETIRE_POLL).await;
-    }
-    for provider in &old.providers {
-        if let Some(addr) = provider.actor.get() {
-            addr.do_send(Retire);
-        }
-    }
-    tracing::info!(
-        generation = old.generation,
-        "previous config retired; its actors stop"
-    );
-}
-
-/// What a reload changed, by id.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Diff {
-    providers_added: usize,
-    providers_removed: usize,
-    providers_changed: usize,
-    connections_added: usize,
-    connections_removed: usize,
-    connections_changed: usize,
-}
-
-impl Diff {
-    fn of(old: &Runtime, next: &Runtime) -> Self {
-        let (pa, pr, pc) = diff_by_id(
-            old.config.providers.iter().map(|p| (p.id.as_str(), p)),
-            next.config.providers.iter().map(|p| (p.id.as_str(), p)),
-        );
-        let (ca, cr, cc) = diff_by_id(
-            old.config.connections.iter().map(|c| (c.id.as_str(), c)),
-            next.config.connections.iter().map(|c| (c.id.as_str(), c)),
-        );
-        Self {
-            providers_added: pa,
-            providers_removed: pr,
-            providers_changed: pc,
-            connections_added: ca,
-            connections_removed: cr,
-            connections_changed: cc,
-        }
-    }
-}
-
-/// (added, removed, changed) between two id-keyed lists.
-fn diff_by_id<'a, T: PartialEq + 'a>(
-    old: impl Iterator<Item = (&'a str, &'a T)>,
-    next: impl Iterator<Item = (&'a str, &'a T)>,
-) -> (usize, usize, usize) {
-    let old: HashMap<&str, &T> = old.collect();
-    let next: HashMap<&str, &T> = next.collect();
-    let added = next.keys().filter(|k| !old.contains_key(*k)).count();
-    let removed = old.keys().filter(|k| !next.contains_key(*k)).count();
-    let changed = next
-        .iter()
-        .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
-        .count();
-    (added, removed, changed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn diff_counts_added_removed_and_changed_ids() {
-        let old = [("a", 1), ("b", 2), ("c", 3)];
-        let next = [("b", 2), ("c", 4), ("d", 5)];
-        let (added, removed, changed) = diff_by_id(
-            old.iter().map(|(k, v)| (*k, v)),
-            next.iter().map(|(k, v)| (*k, v)),
-        );
-        assert_eq!((added, removed, changed), (1, 1, 1));
     }
 }
