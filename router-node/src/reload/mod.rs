@@ -56,8 +56,8 @@ pub struct RuntimeCell {
     current: ArcSwap<Runtime>,
     /// The config file (none for the demo, which cannot reload).
     path: Option<PathBuf>,
-    /// `switchyard_config_reloads_total{result}`, registered in every runtime's registry so it
-    /// survives the swap.
+    /// `switchyard_config_reloads_total{result}`, in the registry every reloaded runtime
+    /// continues.
     reloads: IntCounterVec,
     generation: AtomicU64,
 }
@@ -185,10 +185,6 @@ impl Rt {
     pub fn get_ref(&self) -> &Arc<Runtime> {
         &self.0
     }
-
-    pub fn into_inner(self) -> Arc<Runtime> {
-        self.0
-    }
 }
 
 impl Deref for Rt {
@@ -206,9 +202,18 @@ impl FromRequest for Rt {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match req.app_data::<web::Data<RuntimeCell>>() {
             Some(cell) => Ok(Rt(cell.load())),
-            None => Err(actix_web::error::ErrorInternalServerError(
+            // Only reachable if a server is built without the cell; still a proper envelope.
+            None => Err(actix_web::error::InternalError::from_response(
                 "runtime not configured",
-            )),
+                actix_web::HttpResponse::InternalServerError().json(serde_json::json!({
+                    "error": {
+                        "message": "runtime not configured",
+                        "type": "server_error",
+                        "code": "internal_error",
+                    }
+                })),
+            )
+            .into()),
         })
     }
 }
