@@ -36,6 +36,9 @@ pub(super) fn warn_restart_only(old: &Config, next: &Config) {
     if o.node_id != n.node_id {
         keys.push("server.node_id");
     }
+    if old.cluster != next.cluster {
+        keys.push("cluster");
+    }
     if !keys.is_empty() {
         tracing::warn!(
             keys = keys.join(", "),
@@ -50,6 +53,9 @@ pub(super) fn carry_node_state(old: &Runtime, next: &mut Runtime) {
     next.stats = old.stats.clone();
     next.actor_stats = old.actor_stats.clone();
     next.node_id = old.node_id.clone();
+    // `[cluster]` is restart-only: the node keeps its store connection, subscriber and
+    // identity (boot id) across reloads, so peers never see it as a new node.
+    next.cluster = old.cluster.clone();
 }
 
 /// A memory-only persisted settings layer (no state directory) exists only in the old
