@@ -36,7 +36,8 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+    // Room above the limit so an oversized body gets our 413 envelope, not the framework's text.
+    cfg.app_data(web::PayloadConfig::new(4 * MAX_BODY_BYTES))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))

@@ -6,7 +6,6 @@ use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};
 
 use super::body::check_id;
-use crate::actions;
 use crate::auth::ManagementKey;
 use crate::error::{ApiError, ApiResult};
 use crate::health::{self, MAX_ROWS};
@@ -157,6 +156,6 @@ pub async fn connection(
 
 /// `GET /api/cluster/settings`: the stored runtime layer and its version.
 pub async fn settings(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> ApiResult {
-    let (version, persisted) = actions::read_settings(&co).await?;
+    let (version, persisted) = crate::settings_action::read_settings(&co).await?;
     Ok(HttpResponse::Ok().json(json!({"version": version, "persisted": persisted})))
 }

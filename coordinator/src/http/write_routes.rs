@@ -243,7 +243,11 @@ pub async fn patch_settings(
     payload: web::Bytes,
 ) -> ApiResult {
     let text = body::text(&req, &payload)?;
-    fresh(&co, actions::patch_settings(&co, &key, text).await?).await
+    fresh(
+        &co,
+        crate::settings_action::patch_settings(&co, &key, text).await?,
+    )
+    .await
 }
 
 /// Re-reads the state after an action, so the next health answer (the dashboard's refresh)
