@@ -67,6 +67,8 @@ idle_ms = 5000
 id = "p0-c0"
 provider = "p0"
 api_key_env = "UP_KEY"
+# Failures count toward the provider breaker instead of cooling the one connection.
+disable_cooling = true
 {extra}"#,
         base = mock.base_url()
     )
@@ -134,10 +136,18 @@ async fn cluster(real_nodes: bool, extra: &str) -> Cluster {
     ];
     let mut heartbeats = None;
     let nodes = if real_nodes {
-        vec![
-            NodeProcess::start(&cfg, &env).unwrap(),
-            NodeProcess::start(&cfg, &env).unwrap(),
-        ]
+        // Distinct ids: on one host both would default to the host name.
+        ["node-1", "node-2"]
+            .iter()
+            .map(|id| {
+                let cfg = cfg.replacen(
+                    "workers = 2",
+                    &format!("workers = 2\nnode_id = \"{id}\""),
+                    1,
+                );
+                NodeProcess::start(&cfg, &env).unwrap()
+            })
+            .collect()
     } else {
         let s = store(&redis.url());
         heartbeats = Some(tokio::spawn(async move {
@@ -290,7 +300,7 @@ async fn the_dashboard_shows_an_open_breaker_and_resets_it() {
 /// the page shows and resets. Needs the nodes' cluster sync (breaker failures written to
 /// Redis, events applied), which lands separately.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs node-side cluster sync: nodes must start in redis mode and record breaker failures in Redis"]
+#[ignore = "needs node-side cluster sync (nodes start in redis mode, share breakers, apply events); passes once it is merged"]
 async fn traffic_trips_the_breaker_and_the_page_resets_it() {
     let c = cluster(true, "").await;
     let s = store(&c._redis.url());
