@@ -564,6 +564,44 @@ def check_dockerfile(c: Checks, repo: Path) -> None:
     c.check(re.search(r"^LABEL ", text, re.M) is not None, "Dockerfile: labels")
     ignore = (repo / ".dockerignore").read_text().split()
     c.check("target/" in ignore and ".git/" in ignore, ".dockerignore keeps target/ and .git/ out")
+    check_build_context(c, repo, text, ignore)
+    channel = tomllib.loads((repo / "rust-toolchain.toml").read_text())["toolchain"]["channel"]
+    c.check(
+        f"ARG RUST_VERSION={channel}\n" in text,
+        f"Dockerfile builds with the toolchain of rust-toolchain.toml ({channel})",
+    )
+
+
+def check_build_context(c: Checks, repo: Path, dockerfile: str, ignore: list[str]) -> None:
+    """Every file the build embeds (include_str!/include_bytes!) is copied into the build
+    stage and not excluded by .dockerignore."""
+    copied = [m for m in re.findall(r"^COPY\s+(?!--)(.+?)\s+\S+$", dockerfile, re.M)]
+    sources = [Path(p) for line in copied for p in line.split()]
+
+    def excluded(rel: str) -> bool:
+        out = False
+        for pat in ignore:
+            if pat.startswith("#"):
+                continue
+            neg = pat.startswith("!")
+            pat = pat.lstrip("!").removeprefix("**/")
+            if rel == pat.rstrip("/") or rel.startswith(pat if pat.endswith("/") else pat + "/"):
+                out = not neg
+        return out
+
+    def is_copied(rel: Path) -> bool:
+        return any(rel == s or s in rel.parents for s in sources)
+
+    crates = [s for s in sources if (repo / s / "Cargo.toml").exists()]
+    c.check(len(crates) >= 4, f"Dockerfile copies the workspace crates ({[str(s) for s in crates]})")
+    for crate in crates:
+        for rs in (repo / crate / "src").rglob("*.rs"):
+            for inc in re.findall(r'include_(?:str|bytes)!\(\s*"([^"]+)"', rs.read_text()):
+                target = (rs.parent / inc).resolve().relative_to(repo)
+                c.check(
+                    is_copied(target) and not excluded(str(target)),
+                    f"Dockerfile build context has {target} (embedded by {rs.relative_to(repo)})",
+                )
 
 
 # ---------------------------------------------------------------------------------------------
