@@ -16,14 +16,23 @@
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
 
+pub mod buckets;
+pub mod embedded;
 mod error;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
+pub mod leases;
+pub mod permits;
 mod redis_store;
+mod replies;
 
+pub use buckets::BucketResult;
+pub use embedded::EmbeddedLeases;
 pub use error::StoreError;
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
+pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, owner_hash};
+pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
