@@ -19,6 +19,7 @@ pub mod clock;
 pub mod cluster;
 pub mod demo;
 pub mod http;
+pub mod leases;
 pub mod lifecycle;
 pub mod metrics;
 pub mod routing;

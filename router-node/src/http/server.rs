@@ -35,6 +35,10 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
                 .route("/v1/messages", web::post().to(client_routes::messages))
                 .route("/v1/responses", web::post().to(client_routes::responses))
                 .route("/v1/models", web::get().to(client_routes::models))
+                .route(
+                    "/api/v1/session-leases",
+                    web::post().to(crate::leases::handler::session_leases),
+                )
                 .default_service(web::to(client_routes::not_found))
         }
     })

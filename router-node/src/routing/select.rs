@@ -32,6 +32,7 @@ pub fn eligible(
     model: &str,
     pinned: Option<&str>,
     allowed: &[String],
+    leased: bool,
     excluded: &[usize],
     now: Millis,
 ) -> Eligibility {
@@ -45,6 +46,11 @@ pub fn eligible(
         }
         out.total += 1;
         if !allowed.is_empty() && !allowed.iter().any(|a| a.as_str() == &*conn.id) {
+            out.not_allowed += 1;
+            continue;
+        }
+        // Connections reserved for exclusive leases serve leased requests only.
+        if !leased && rt.leases.is_managed(&conn.id) {
             out.not_allowed += 1;
             continue;
         }
