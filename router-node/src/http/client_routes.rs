@@ -98,18 +98,19 @@ async fn handle(
     let request_id = request_id(&req);
     let _inflight = InflightGuard::new(&rt);
     let route_req = match ingress::prepare(&rt, &req, payload, format).await {
-        Ok(mut r) => match crate::leases::fence::claim(&rt, req.headers(), r.key.as_deref()).await
-        {
-            Ok(lease) => {
-                r.lease = lease;
-                r
+        Ok(mut r) => {
+            match crate::leases::fence::claim(&rt, req.headers(), r.key.as_deref()).await {
+                Ok(lease) => {
+                    r.lease = lease;
+                    r
+                }
+                Err(e) => {
+                    access_log_error(&request_id, r.key_id(), &r.body.model, &e, started);
+                    timer.finish(e.status.as_u16(), Duration::ZERO);
+                    return e.to_response(format);
+                }
             }
-            Err(e) => {
-                access_log_error(&request_id, r.key_id(), &r.body.model, &e, started);
-                timer.finish(e.status.as_u16(), Duration::ZERO);
-                return e.to_response(format);
-            }
-        },
+        }
         Err(e) => {
             access_log_error(&request_id, None, "", &e, started);
             timer.finish(e.status.as_u16(), Duration::ZERO);

@@ -16,9 +16,7 @@ use switchyard_shared::store::LeaseAcquire;
 
 use super::backend::Backend;
 use super::fence::is_lease_key;
-use super::policy::{
-    AcquirePlan, Candidate, find_owned, plan_acquire, rfc3339, valid_owner_token,
-};
+use super::policy::{AcquirePlan, Candidate, find_owned, plan_acquire, rfc3339, valid_owner_token};
 use super::{OWNER_HEADER, errors};
 use crate::http::auth::{ClientKey, presented_key};
 use crate::http::errors::{ClientFormat, GatewayError};
@@ -32,9 +30,16 @@ const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// One parsed lease request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Action {
-    Acquire { model: String },
-    Renew { generation: u64 },
-    Release { generation: u64, reason: &'static str },
+    Acquire {
+        model: String,
+    },
+    Renew {
+        generation: u64,
+    },
+    Release {
+        generation: u64,
+        reason: &'static str,
+    },
 }
 
 impl Action {
@@ -131,7 +136,9 @@ async fn handle(rt: &Runtime, req: &HttpRequest, body: &[u8]) -> Outcome {
     if !valid_owner_token(owner) {
         return Err((
             name,
-            errors::context_invalid("`X-Switchyard-Lease-Owner` must match ^vlo_[A-Za-z0-9_-]{43}$"),
+            errors::context_invalid(
+                "`X-Switchyard-Lease-Owner` must match ^vlo_[A-Za-z0-9_-]{43}$",
+            ),
         ));
     }
     let ttl_ms = rt.settings.load().session_leases.ttl_ms;

@@ -4,8 +4,8 @@
 //! the decisions are tested without a store or a clock.
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::{LeaseInfo, owner_hash};
 use switchyard_shared::store::leases::OWNER_PREFIX_LEN;
+use switchyard_shared::store::{LeaseInfo, owner_hash};
 
 /// The owner token's fixed body length after `vlo_` (32 random bytes in unpadded base64url).
 const TOKEN_BODY_LEN: usize = 43;
@@ -102,7 +102,8 @@ pub fn plan_acquire(
     for c in &eligible {
         match live.iter().find(|l| l.name == c.connection) {
             Some(l) => {
-                foreign_min_ms = Some(foreign_min_ms.map_or(l.remaining_ms, |m| m.min(l.remaining_ms)));
+                foreign_min_ms =
+                    Some(foreign_min_ms.map_or(l.remaining_ms, |m| m.min(l.remaining_ms)));
             }
             None => free.push(c.connection.clone()),
         }
@@ -171,7 +172,10 @@ mod tests {
         assert!(valid_owner_token(TOKEN));
         assert!(!valid_owner_token("vlo_short"));
         assert!(!valid_owner_token(&TOKEN.replace("vlo_", "vlx_")));
-        assert!(!valid_owner_token(&format!("{}=", &TOKEN[..TOKEN.len() - 1])));
+        assert!(!valid_owner_token(&format!(
+            "{}=",
+            &TOKEN[..TOKEN.len() - 1]
+        )));
         assert_eq!(parse_generation("1"), Some(1));
         assert_eq!(parse_generation("42"), Some(42));
         assert_eq!(parse_generation("0"), None);
@@ -203,7 +207,10 @@ mod tests {
             plan_acquire(&[cand("c1", true)], &live, other, "k2"),
             AcquirePlan::OwnerUnderOtherKey
         );
-        assert_eq!(plan_acquire(&[], &[], TOKEN, "k"), AcquirePlan::NoCandidates);
+        assert_eq!(
+            plan_acquire(&[], &[], TOKEN, "k"),
+            AcquirePlan::NoCandidates
+        );
         assert_eq!(
             plan_acquire(&[cand("c1", false)], &[], TOKEN, "k"),
             AcquirePlan::NoneEligible

@@ -49,8 +49,7 @@ use std::time::{Duration, Instant};
 use actix_web::{HttpResponse, web};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use switchyard_shared::Millis;
 use switchyard_shared::config::Config;
