@@ -12,6 +12,10 @@
 //! - [`RedisStore`]: the connection (a `ConnectionManager`), the timeout on every command, the
 //!   health gate and the command observer (latency/error metrics). The operations live in
 //!   one module per concern, each with its versioned Lua scripts under `lua/`.
+//! - [`leases`]: fenced leases (exclusive session leases, the coordinator's leader lease);
+//!   [`embedded`] is the same lease semantics in process for embedded mode.
+//! - [`permits`]: cluster-wide `max_concurrent` as leased blocks of permits per node.
+//! - [`buckets`]: cluster-wide requests-per-minute token buckets.
 //!
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
