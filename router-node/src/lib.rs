@@ -14,6 +14,7 @@
 
 pub mod actors;
 pub mod admin;
+pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod cluster;

@@ -22,6 +22,8 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
     let client_addr = cfg.listen_addr().map_err(std::io::Error::other)?;
     let admin_addr = cfg.admin_listen_addr().map_err(std::io::Error::other)?;
 
+    // Cluster-wide max_concurrent: size capped gates to leased blocks before serving.
+    crate::caps::permits::start(&rt);
     let data = web::Data::new(rt.clone());
     let client = HttpServer::new({
         let data = data.clone();
