@@ -74,10 +74,7 @@ impl Task {
         let gate = &self.conn.gate;
         let store: &RedisStore = &self.cluster.store;
         loop {
-            let want = gate
-                .in_use()
-                .saturating_add(gate.waiting())
-                .min(self.cap);
+            let want = gate.in_use().saturating_add(gate.waiting()).min(self.cap);
             let limit = gate.limit();
             if want < limit {
                 gate.shrink(limit - want);
