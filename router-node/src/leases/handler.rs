@@ -354,7 +354,7 @@ fn candidates(rt: &Runtime, key: &ClientKey, model: &str) -> Result<Vec<Candidat
             .collect();
         conns.sort_by_key(|c| c.config.priority);
         for conn in conns {
-            if out.iter().any(|c| c.connection == &*conn.id) {
+            if out.iter().any(|c| c.connection == *conn.id) {
                 continue;
             }
             let snap = conn.load();

@@ -25,7 +25,9 @@ pub struct Eligibility {
     pub total: usize,
 }
 
-/// Filters `provider`'s connections for `model`.
+/// Filters `provider`'s connections for `model`. `leased`: the request holds an exclusive
+/// session lease, so connections reserved for leases are not left out.
+#[allow(clippy::too_many_arguments)]
 pub fn eligible(
     rt: &Runtime,
     provider: &ProviderHandle,
