@@ -23,6 +23,7 @@ pub mod http;
 pub mod leases;
 pub mod lifecycle;
 pub mod metrics;
+pub mod reload;
 pub mod routing;
 pub mod runtime;
 pub mod state;

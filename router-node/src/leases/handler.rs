@@ -6,8 +6,6 @@
 //! the owner's live lease. Success bodies carry the state, the generation and the times —
 //! never the connection, a credential or the owner token.
 
-use std::sync::Arc;
-
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
@@ -20,6 +18,7 @@ use super::policy::{AcquirePlan, Candidate, find_owned, plan_acquire, rfc3339, v
 use super::{OWNER_HEADER, errors};
 use crate::http::auth::{ClientKey, presented_key};
 use crate::http::errors::{ClientFormat, GatewayError};
+use crate::reload::Rt;
 use crate::runtime::Runtime;
 
 /// Longest accepted model name.
@@ -52,11 +51,7 @@ impl Action {
     }
 }
 
-pub async fn session_leases(
-    rt: web::Data<Arc<Runtime>>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> HttpResponse {
+pub async fn session_leases(rt: Rt, req: HttpRequest, body: web::Bytes) -> HttpResponse {
     let rt = rt.get_ref().clone();
     let (action, result) = match handle(&rt, &req, &body).await {
         Ok((action, ok)) => (action, Ok(ok)),

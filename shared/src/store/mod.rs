@@ -12,6 +12,11 @@
 //! - [`RedisStore`]: the connection (a `ConnectionManager`), the timeout on every command, the
 //!   health gate and the command observer (latency/error metrics). The operations live in
 //!   one module per concern, each with its versioned Lua scripts under `lua/`.
+//! - [`connections`], [`lockouts`]: extend-only cooldowns, sticky terminal states and model
+//!   lockouts, with the cluster-wide thundering-herd guard inside the scripts.
+//! - [`breaker`]: windowed failure counting, transitions and the single fenced half-open probe.
+//! - [`settings`], [`membership`]: versioned runtime settings and node heartbeats (JSON).
+//! - [`events`]: publishing wire events and the pub/sub subscriber that reports reconnects.
 //! - [`leases`]: fenced leases (exclusive session leases, the coordinator's leader lease);
 //!   [`embedded`] is the same lease semantics in process for embedded mode.
 //! - [`permits`]: cluster-wide `max_concurrent` as leased blocks of permits per node.
@@ -20,23 +25,34 @@
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
 
+pub mod breaker;
 pub mod buckets;
+pub mod connections;
 pub mod embedded;
 mod error;
+pub mod events;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
 pub mod leases;
+pub mod lockouts;
+pub mod membership;
 pub mod permits;
 mod redis_store;
 mod replies;
+mod script_reply;
+pub mod settings;
 
+pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use buckets::BucketResult;
+pub use connections::{ConnRecord, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS};
 pub use embedded::EmbeddedLeases;
 pub use error::StoreError;
+pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
 pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, owner_hash};
+pub use lockouts::LockoutRecord;
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
