@@ -113,6 +113,9 @@ impl Rng {
 #[derive(Debug, Clone)]
 struct Op {
     owner: usize,
+    /// One acquire and what the owner did under it (generations repeat across connections,
+    /// so a lease is told apart by its episode, not by owner and generation).
+    episode: usize,
     kind: &'static str,
     generation: u64,
     /// The connection that served a successful inference.
@@ -128,6 +131,7 @@ struct Env {
     urls: Vec<String>,
     ops: Mutex<Vec<Op>>,
     count: AtomicUsize,
+    episodes: AtomicUsize,
 }
 
 impl Env {
@@ -181,8 +185,10 @@ async fn owner_task(env: Arc<Env>, i: usize) {
             )
             .await;
         let generation = json["generation"].as_u64().unwrap_or(0);
+        let episode = env.episodes.fetch_add(1, Ordering::AcqRel);
         env.record(Op {
             owner: i,
+            episode,
             kind: "acquire",
             generation,
             connection: None,
@@ -207,6 +213,7 @@ async fn owner_task(env: Arc<Env>, i: usize) {
                 .await;
             env.record(Op {
                 owner: i,
+                episode,
                 kind: "chat",
                 generation,
                 connection: conn,
@@ -232,6 +239,7 @@ async fn owner_task(env: Arc<Env>, i: usize) {
                 .await;
             env.record(Op {
                 owner: i,
+                episode,
                 kind: "renew",
                 generation,
                 connection: None,
@@ -271,6 +279,7 @@ async fn three_nodes_never_let_two_owners_hold_one_connection() {
         urls: nodes.iter().map(NodeProcess::client_url).collect(),
         ops: Mutex::new(Vec::new()),
         count: AtomicUsize::new(0),
+        episodes: AtomicUsize::new(0),
     });
     let tasks: Vec<_> = (0..OWNERS)
         .map(|i| tokio::spawn(owner_task(env.clone(), i)))
@@ -301,16 +310,16 @@ async fn three_nodes_never_let_two_owners_hold_one_connection() {
     // the fence reached the mock.
     assert_eq!(mock.stats().requests_total, chats_ok.len() as u64);
 
-    // Which connection each (owner, generation) lease was on, from its served requests; one
-    // generation of one connection belongs to one owner.
-    let mut lease_conn: HashMap<(usize, u64), String> = HashMap::new();
+    // Which connection each lease (episode) was on, from its served requests; one generation
+    // of one connection belongs to one owner.
+    let mut lease_conn: HashMap<usize, String> = HashMap::new();
     let mut holder: HashMap<(String, u64), usize> = HashMap::new();
     for o in &chats_ok {
         let conn = o
             .connection
             .clone()
             .expect("served requests name their connection");
-        if let Some(prev) = lease_conn.insert((o.owner, o.generation), conn.clone()) {
+        if let Some(prev) = lease_conn.insert(o.episode, conn.clone()) {
             assert_eq!(prev, conn, "one lease moved between connections");
         }
         let h = holder
@@ -327,14 +336,14 @@ async fn three_nodes_never_let_two_owners_hold_one_connection() {
     let acquired: Vec<(&Op, &String)> = ops
         .iter()
         .filter(|o| o.kind == "acquire" && o.status == 200)
-        .filter_map(|o| lease_conn.get(&(o.owner, o.generation)).map(|c| (o, c)))
+        .filter_map(|o| lease_conn.get(&o.episode).map(|c| (o, c)))
         .collect();
     let successes = ops
         .iter()
         .filter(|o| (o.kind == "chat" || o.kind == "renew") && o.status == 200);
     let mut checked = 0;
     for s in successes {
-        let Some(conn) = lease_conn.get(&(s.owner, s.generation)) else {
+        let Some(conn) = lease_conn.get(&s.episode) else {
             continue;
         };
         for (a, a_conn) in &acquired {
@@ -354,11 +363,18 @@ async fn three_nodes_never_let_two_owners_hold_one_connection() {
     // Per connection, generations rise in grant order.
     for (a, ca) in &acquired {
         for (b, cb) in &acquired {
-            if ca == cb && a.end < b.start && a.owner != b.owner {
+            if ca == cb && a.end < b.start && a.generation != b.generation {
                 assert!(a.generation < b.generation, "generation went back on {ca}");
             }
         }
     }
+    eprintln!(
+        "{} operations: {} leased requests served, {} refused as stale, {} ordering checks",
+        ops.len(),
+        chats_ok.len(),
+        stale,
+        checked
+    );
 
     // Redis goes away: leased requests and lease operations fail closed with 503.
     let (status, json, _, _, _) = env
