@@ -38,8 +38,8 @@ const SUPERVISE_MS: u64 = 1_000;
 
 /// The number of live nodes, for the fallback share without Redis.
 ///
-/// Hook: cluster membership (heartbeats) is not wired into this module yet, so this counts
-/// only this node; the fallback is then the whole cap.
+/// Hook: until cluster membership lands here this counts only this node (the fallback is
+/// then the whole cap); it becomes `Cluster::live_nodes()`, the last known count.
 pub fn live_nodes(_rt: &Runtime) -> u32 {
     1
 }
