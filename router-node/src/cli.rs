@@ -15,7 +15,10 @@ use crate::runtime::Runtime;
 /// `--check`: parse, validate, resolve secrets; print every problem; exit 0 or 1.
 /// A reload (SIGHUP) validates through the same [`load_runtime`].
 pub fn check(path: &Path) -> ExitCode {
-    match load_runtime(path, &|k| std::env::var(k).ok(), Clock::new()) {
+    // Inside a runtime: the Redis client of redis mode spawns its connection task when built.
+    let built = actix_web::rt::System::new()
+        .block_on(async { load_runtime(path, &|k| std::env::var(k).ok(), Clock::new()) });
+    match built {
         Ok(rt) => {
             for w in &rt.settings_warnings {
                 eprintln!("warning: {w}");
@@ -69,7 +72,10 @@ fn serve_file(
     banner: Option<String>,
     path: Option<PathBuf>,
 ) -> ExitCode {
-    let rt = match Runtime::build(config, env) {
+    let system = actix_web::rt::System::new();
+    // Inside the system's runtime: the Redis client of redis mode spawns its connection task
+    // when built, and that task must live on a runtime that runs as long as the node.
+    let rt = match system.block_on(async { Runtime::build(config, env) }) {
         Ok(rt) => Arc::new(rt),
         Err(errors) => {
             for e in &errors.errors {
@@ -90,7 +96,6 @@ fn serve_file(
     };
     // Only the cell may keep the runtime: a reload retires the old one once nothing holds it.
     drop(rt);
-    let system = actix_web::rt::System::new();
     let result = system.block_on(async move {
         let arbiter = actix::Arbiter::new();
         let (client, admin) = {
