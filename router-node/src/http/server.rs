@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use actix_web::{App, HttpServer, web};
 
-use super::{admin_routes, client_routes};
+use super::{admin_routes, client_routes, fallback};
 use crate::runtime::Runtime;
 
 /// Builds and binds both servers; returns them ready to run.
@@ -35,7 +35,7 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
                 .route("/v1/messages", web::post().to(client_routes::messages))
                 .route("/v1/responses", web::post().to(client_routes::responses))
                 .route("/v1/models", web::get().to(client_routes::models))
-                .default_service(web::to(client_routes::not_found))
+                .default_service(web::to(fallback::not_found))
         }
     })
     // Nagle would hold a stream's last small write (the chunked terminator, or a small SSE
