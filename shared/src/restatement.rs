@@ -330,8 +330,9 @@ mod tests {
 
     #[test]
     fn a_rule_without_text_markers_restates_on_status_alone() {
-        // The config contract: `text_markers = []` restates on status alone (found by fuzzing
-        // against the contract; such a rule never matched before). Excludes still veto.
+        // The config contract: `text_markers = []` restates on status alone (found writing the
+        // fuzz oracle against the contract; such a rule never matched before). Excludes still
+        // veto.
         let rules = [RestatementRule::new(
             "status-only",
             vec![403],
@@ -345,7 +346,14 @@ mod tests {
         assert_eq!(restate(403, "Forbidden", "", &rules, None), None);
         assert_eq!(restate(400, "anything", "", &rules, None), None);
         // An empty marker is dropped, which leaves a status-only rule too.
-        let rules = [RestatementRule::new("blank", vec![403], 429, [""], [], None)];
+        let rules = [RestatementRule::new(
+            "blank",
+            vec![403],
+            429,
+            [""],
+            [],
+            None,
+        )];
         assert!(restate(403, "x", "", &rules, None).is_some());
     }
 

@@ -105,7 +105,9 @@ fn error_lines(log: &str) -> Vec<String> {
     log.lines()
         .filter(|l| !l.trim().is_empty())
         .filter(|l| match serde_json::from_str::<Value>(l) {
-            Ok(v) => v["level"].as_str().is_some_and(|lv| lv.eq_ignore_ascii_case("error")),
+            Ok(v) => v["level"]
+                .as_str()
+                .is_some_and(|lv| lv.eq_ignore_ascii_case("error")),
             Err(_) => true,
         })
         .map(str::to_owned)
@@ -127,9 +129,11 @@ async fn client_api_bad_input() {
     assert_eq!(r.status, 200, "{r:#?}");
 
     // Keys: missing, wrong, an admin key, a key with invalid UTF-8 bytes.
-    send(c.post(&chat_url).json(&ok))
-        .await
-        .assert_error(401, "authentication_error", "invalid_api_key");
+    send(c.post(&chat_url).json(&ok)).await.assert_error(
+        401,
+        "authentication_error",
+        "invalid_api_key",
+    );
     send(c.post(&chat_url).bearer_auth("sy-wrong").json(&ok))
         .await
         .assert_error(401, "authentication_error", "invalid_api_key");
@@ -137,9 +141,13 @@ async fn client_api_bad_input() {
         .await
         .assert_error(401, "authentication_error", "invalid_api_key");
     let bad_bytes = reqwest::header::HeaderValue::from_bytes(b"Bearer \xff\xfe").unwrap();
-    send(c.post(&chat_url).header("authorization", bad_bytes).json(&ok))
-        .await
-        .assert_error(401, "authentication_error", "invalid_api_key");
+    send(
+        c.post(&chat_url)
+            .header("authorization", bad_bytes)
+            .json(&ok),
+    )
+    .await
+    .assert_error(401, "authentication_error", "invalid_api_key");
     let r = send(c.post(&msg_url).header("x-api-key", "sy-wrong").json(&ok)).await;
     assert_anthropic(&r, 401, "authentication_error", "invalid_api_key");
 
@@ -168,21 +176,18 @@ async fn client_api_bad_input() {
         r#"{{"model":"p/m","messages":[{{"role":"user","content":"{}"}}]}}"#,
         "x".repeat(MAX_BODY)
     );
-    let json_post = |url: &str| {
-        with_key(c.post(url)).header("content-type", "application/json")
-    };
+    let json_post = |url: &str| with_key(c.post(url)).header("content-type", "application/json");
     send(json_post(&chat_url).body(big.clone()))
         .await
         .assert_error(413, "invalid_request_error", "payload_too_large");
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big
-        .as_bytes()
-        .chunks(512)
-        .map(|c| Ok(c.to_vec()))
-        .collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        big.as_bytes().chunks(512).map(|c| Ok(c.to_vec())).collect();
     let stream = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
-    send(json_post(&chat_url).body(stream))
-        .await
-        .assert_error(413, "invalid_request_error", "payload_too_large");
+    send(json_post(&chat_url).body(stream)).await.assert_error(
+        413,
+        "invalid_request_error",
+        "payload_too_large",
+    );
     let r = send(json_post(&msg_url).body(big.clone())).await;
     assert_anthropic(&r, 413, "request_too_large", "payload_too_large");
 
@@ -190,12 +195,28 @@ async fn client_api_bad_input() {
     for (what, body, code) in [
         ("truncated", r#"{"model":"p/m","#.to_owned(), "invalid_json"),
         ("not an object", "[1,2]".to_owned(), "invalid_json"),
-        ("trailing garbage", r#"{"model":"p/m"} x"#.to_owned(), "invalid_json"),
+        (
+            "trailing garbage",
+            r#"{"model":"p/m"} x"#.to_owned(),
+            "invalid_json",
+        ),
         ("empty", String::new(), "invalid_json"),
         ("no model", r#"{"messages":[]}"#.to_owned(), "missing_model"),
-        ("numeric model", r#"{"model":7}"#.to_owned(), "invalid_model"),
-        ("huge model", format!(r#"{{"model":"{}"}}"#, "m".repeat(600)), "invalid_model"),
-        ("stream not bool", r#"{"model":"p/m","stream":"yes"}"#.to_owned(), "invalid_parameter"),
+        (
+            "numeric model",
+            r#"{"model":7}"#.to_owned(),
+            "invalid_model",
+        ),
+        (
+            "huge model",
+            format!(r#"{{"model":"{}"}}"#, "m".repeat(600)),
+            "invalid_model",
+        ),
+        (
+            "stream not bool",
+            r#"{"model":"p/m","stream":"yes"}"#.to_owned(),
+            "invalid_parameter",
+        ),
         (
             "deeply nested model",
             format!(r#"{{"model":{}{}}}"#, "[".repeat(1500), "]".repeat(1500)),
@@ -228,7 +249,10 @@ async fn client_api_bad_input() {
     assert!(r.status < 500, "{r:#?}");
     if r.status != 200 {
         let v = r.json();
-        assert!(v["error"]["type"].is_string() && v["error"]["code"].is_string(), "{v}");
+        assert!(
+            v["error"]["type"].is_string() && v["error"]["code"].is_string(),
+            "{v}"
+        );
     }
 
     // Unknown fields in a client body are the provider's business: forwarded, answered.
@@ -253,13 +277,21 @@ async fn client_api_bad_input() {
         .assert_error(404, "invalid_request_error", "not_found");
 
     // Raw requests: a literal dot-segment path and an invalid UTF-8 path are unknown routes.
-    let raw = raw_post(node.client, b"/v1/../v1/chat/completions", CLIENT_KEY, b"{}");
+    let raw = raw_post(
+        node.client,
+        b"/v1/../v1/chat/completions",
+        CLIENT_KEY,
+        b"{}",
+    );
     assert_raw_error("dot segments", &raw, 404, "not_found");
     let raw = raw_post(node.client, b"/v1/chat/completions%ff", CLIENT_KEY, b"{}");
     assert_raw_error("percent-encoded 0xff", &raw, 404, "not_found");
 
     // Hundreds of headers: refused by the HTTP parser itself (bare 431, see the module docs).
-    let mut req = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {}\r\n", node.client);
+    let mut req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {}\r\n",
+        node.client
+    );
     for i in 0..200 {
         req.push_str(&format!("x-filler-{i}: {i}\r\n"));
     }
@@ -280,7 +312,11 @@ async fn client_api_bad_input() {
     assert_eq!(r.status, 200, "still serving: {r:#?}");
     let log = node.wait_for_log(Duration::from_millis(300), |_| false);
     let errors = error_lines(&log);
-    assert!(errors.is_empty(), "ERROR lines for client mistakes:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "ERROR lines for client mistakes:\n{}",
+        errors.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,18 +332,24 @@ async fn admin_api_bad_input() {
     assert_eq!(r.status, 200, "{r:#?}");
 
     // Keys: missing, wrong, a client key.
-    send(c.get(url("/api/resilience")))
-        .await
-        .assert_error(401, "authentication_error", "missing_management_key");
+    send(c.get(url("/api/resilience"))).await.assert_error(
+        401,
+        "authentication_error",
+        "missing_management_key",
+    );
     send(c.get(url("/api/resilience")).bearer_auth("nope"))
         .await
         .assert_error(401, "authentication_error", "invalid_management_key");
     send(c.get(url("/api/resilience")).bearer_auth(CLIENT_KEY))
         .await
         .assert_error(403, "permission_error", "client_key_not_allowed");
-    send(c.post(url("/api/resilience/reset")).bearer_auth(CLIENT_KEY).json(&json!({})))
-        .await
-        .assert_error(403, "permission_error", "client_key_not_allowed");
+    send(
+        c.post(url("/api/resilience/reset"))
+            .bearer_auth(CLIENT_KEY)
+            .json(&json!({})),
+    )
+    .await
+    .assert_error(403, "permission_error", "client_key_not_allowed");
 
     // Path traversal and odd ids in the reinstate route.
     for id in [
@@ -317,10 +359,10 @@ async fn admin_api_bad_input() {
         "a%00b",
         "%252e%252e",
     ] {
-        let r = send(admin(c.post(url(&format!(
-            "/api/resilience/connections/{id}/reinstate"
-        ))))
-        .json(&json!({})))
+        let r = send(
+            admin(c.post(url(&format!("/api/resilience/connections/{id}/reinstate"))))
+                .json(&json!({})),
+        )
         .await;
         r.assert_error(400, "invalid_request_error", "invalid_id");
     }
@@ -351,7 +393,10 @@ async fn admin_api_bad_input() {
     // Wrong methods.
     for (method, path) in [
         (reqwest::Method::DELETE, "/api/resilience"),
-        (reqwest::Method::GET, "/api/resilience/connections/p-k1/reinstate"),
+        (
+            reqwest::Method::GET,
+            "/api/resilience/connections/p-k1/reinstate",
+        ),
         (reqwest::Method::PUT, "/api/rate-limits"),
         (reqwest::Method::POST, "/healthz"),
     ] {
@@ -374,7 +419,11 @@ async fn admin_api_bad_input() {
             r#"{"provider_breaker":{"apikey":{"failure_treshold":2}}}"#.to_owned(),
             "invalid_settings",
         ),
-        ("unknown section", r#"{"nope":{}}"#.to_owned(), "invalid_settings"),
+        (
+            "unknown section",
+            r#"{"nope":{}}"#.to_owned(),
+            "invalid_settings",
+        ),
         (
             "negative",
             r#"{"provider_breaker":{"apikey":{"failure_threshold":-1}}}"#.to_owned(),
@@ -410,7 +459,11 @@ async fn admin_api_bad_input() {
             r#"{"request_queue":{"max_wait_ms":"soon"}}"#.to_owned(),
             "invalid_settings",
         ),
-        ("truncated", r#"{"provider_breaker":"#.to_owned(), "invalid_settings"),
+        (
+            "truncated",
+            r#"{"provider_breaker":"#.to_owned(),
+            "invalid_settings",
+        ),
         ("not an object", "[]".to_owned(), "invalid_settings"),
         (
             "deep nesting",
@@ -430,8 +483,10 @@ async fn admin_api_bad_input() {
         }
     }
     assert!(wrong.is_empty(), "patch matrix:\n{}", wrong.join("\n"));
-    let r = send(patch(r#"{"provider_breaker":{"apikey":{"failure_threshold":1e300}}}"#.into()))
-        .await;
+    let r = send(patch(
+        r#"{"provider_breaker":{"apikey":{"failure_threshold":1e300}}}"#.into(),
+    ))
+    .await;
     assert!(
         r.json()["error"]["details"].is_array(),
         "details name the field: {r:#?}"
@@ -471,9 +526,14 @@ async fn admin_api_bad_input() {
     .assert_error(413, "invalid_request_error", "payload_too_large");
     // Too many ids, and ids that are not strings.
     let ids: Vec<String> = (0..1001).map(|i| format!("c{i}")).collect();
-    let r = send(admin(c.post(url("/api/resilience/cooldowns"))).json(&json!({"connectionIds": ids}))).await;
+    let r =
+        send(admin(c.post(url("/api/resilience/cooldowns"))).json(&json!({"connectionIds": ids})))
+            .await;
     assert_eq!(r.status, 400, "{r:#?}");
-    let r = send(admin(c.post(url("/api/resilience/cooldowns"))).json(&json!({"connectionIds": [1, 2]}))).await;
+    let r = send(
+        admin(c.post(url("/api/resilience/cooldowns"))).json(&json!({"connectionIds": [1, 2]})),
+    )
+    .await;
     r.assert_error(400, "invalid_request_error", "invalid_request");
     // A negative limit in a query.
     let r = send(admin(c.get(url("/api/resilience/connections?limit=-1")))).await;
@@ -482,5 +542,9 @@ async fn admin_api_bad_input() {
     assert_healthy(&node, "admin bad input").await;
     let log = node.wait_for_log(Duration::from_millis(300), |_| false);
     let errors = error_lines(&log);
-    assert!(errors.is_empty(), "ERROR lines for client mistakes:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "ERROR lines for client mistakes:\n{}",
+        errors.join("\n")
+    );
 }

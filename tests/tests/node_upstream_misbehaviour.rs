@@ -45,7 +45,8 @@ async fn start() -> (MockHandle, NodeProcess) {
     );
     config.push_str(&queue_off());
     config.push_str("\n[resilience.wait_for_cooldown]\nenabled = false\n");
-    let timeouts = "connect_ms = 2000\nheaders_ms = 5000\nfirst_content_ms = 1500\nidle_ms = 1500\n";
+    let timeouts =
+        "connect_ms = 2000\nheaders_ms = 5000\nfirst_content_ms = 1500\nidle_ms = 1500\n";
     let mut env_pairs = Vec::new();
     for p in PAIRS {
         config.push_str(&provider(p, "openai", &url, &["m"], "", timeouts));
@@ -109,18 +110,51 @@ async fn misbehaving_upstreams_are_contained() {
 
     // --- Malformed SSE before any content: no content event ever came, so the attempt fails
     // (early EOF) before the commit point and the request fails over invisibly.
-    script(&mock, "sse-k1", FaultSpec::raw(200, "text/event-stream", MALFORMED_SSE));
-    let r = post_stream(&c, &base, "/v1/chat/completions", &chat("sse/m", true), limit).await;
+    script(
+        &mock,
+        "sse-k1",
+        FaultSpec::raw(200, "text/event-stream", MALFORMED_SSE),
+    );
+    let r = post_stream(
+        &c,
+        &base,
+        "/v1/chat/completions",
+        &chat("sse/m", true),
+        limit,
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.everything());
     assert_eq!(r.connection(), "sse-k2", "{}", r.everything());
-    assert!(!r.events().iter().any(SseEvent::is_error), "{}", r.everything());
+    assert!(
+        !r.events().iter().any(SseEvent::is_error),
+        "{}",
+        r.everything()
+    );
     // With no second connection the client gets a JSON error, not a broken stream.
-    script(&mock, "sse1-k1", FaultSpec::raw(200, "text/event-stream", MALFORMED_SSE));
-    let r = post_stream(&c, &base, "/v1/chat/completions", &chat("sse1/m", true), limit).await;
-    assert!(r.status >= 500 || r.events().iter().any(SseEvent::is_error), "{}", r.everything());
+    script(
+        &mock,
+        "sse1-k1",
+        FaultSpec::raw(200, "text/event-stream", MALFORMED_SSE),
+    );
+    let r = post_stream(
+        &c,
+        &base,
+        "/v1/chat/completions",
+        &chat("sse1/m", true),
+        limit,
+    )
+    .await;
+    assert!(
+        r.status >= 500 || r.events().iter().any(SseEvent::is_error),
+        "{}",
+        r.everything()
+    );
     if r.status >= 500 {
         let v: Value = serde_json::from_str(&r.raw).unwrap();
-        assert!(v["error"]["type"].is_string() && v["error"]["code"].is_string(), "{v}");
+        assert!(
+            v["error"]["type"].is_string() && v["error"]["code"].is_string(),
+            "{v}"
+        );
     }
 
     // --- Malformed SSE after the commit point: relayed unchanged, and the stream still ends.
@@ -128,8 +162,19 @@ async fn misbehaving_upstreams_are_contained() {
 \"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
         .to_vec();
     committed.extend_from_slice(MALFORMED_SSE);
-    script(&mock, "sse2-k1", FaultSpec::raw(200, "text/event-stream", committed));
-    let r = post_stream(&c, &base, "/v1/chat/completions", &chat("sse2/m", true), limit).await;
+    script(
+        &mock,
+        "sse2-k1",
+        FaultSpec::raw(200, "text/event-stream", committed),
+    );
+    let r = post_stream(
+        &c,
+        &base,
+        "/v1/chat/completions",
+        &chat("sse2/m", true),
+        limit,
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.everything());
     assert!(!r.timed_out, "the stream must end: {}", r.everything());
     assert!(r.raw.contains("\"Hi\""), "{}", r.everything());
@@ -137,10 +182,18 @@ async fn misbehaving_upstreams_are_contained() {
     // --- A 200 whose body is not JSON: forwarded as is in the same format (the SDK reports
     // it); translated for another client format it is a 502 `upstream_invalid_json`.
     let garbage = "{\"id\": \"chatcmpl-1\", \"choices\": [ truncated";
-    script(&mock, "json1-k1", FaultSpec::raw(200, "application/json", garbage));
+    script(
+        &mock,
+        "json1-k1",
+        FaultSpec::raw(200, "application/json", garbage),
+    );
     let r = post(&c, &base, "/v1/chat/completions", &chat("json1/m", false)).await;
     assert_eq!((r.status, r.body.as_str()), (200, garbage), "{r:#?}");
-    script(&mock, "json1-k1", FaultSpec::raw(200, "application/json", garbage));
+    script(
+        &mock,
+        "json1-k1",
+        FaultSpec::raw(200, "application/json", garbage),
+    );
     let r = post(&c, &base, "/v1/messages", &messages("json1/m", false)).await;
     assert_eq!(r.status, 502, "{r:#?}");
     let v = r.json();
@@ -153,7 +206,11 @@ async fn misbehaving_upstreams_are_contained() {
     err200.error_body_200 = true;
     script(&mock, "err200-k1", err200.clone());
     let r = post(&c, &base, "/v1/chat/completions", &chat("err200/m", false)).await;
-    assert_eq!((r.status, r.connection().as_str()), (200, "err200-k2"), "{r:#?}");
+    assert_eq!(
+        (r.status, r.connection().as_str()),
+        (200, "err200-k2"),
+        "{r:#?}"
+    );
     script(&mock, "err2001-k1", err200.clone());
     let r = post(&c, &base, "/v1/chat/completions", &chat("err2001/m", false)).await;
     assert!(r.status >= 500, "{r:#?}");
@@ -164,21 +221,46 @@ async fn misbehaving_upstreams_are_contained() {
         f.midstream_error_after = Some(0);
         f
     });
-    let r = post_stream(&c, &base, "/v1/chat/completions", &chat("err2002/m", true), limit).await;
+    let r = post_stream(
+        &c,
+        &base,
+        "/v1/chat/completions",
+        &chat("err2002/m", true),
+        limit,
+    )
+    .await;
     assert!(r.status >= 500, "{}", r.everything());
 
     // --- Bodies that are not UTF-8: an error body is read lossily and classified; a 200 is
     // forwarded byte for byte.
-    let bad_utf8: &[u8] = b"{\"error\":{\"message\":\"quota \xff\xfe exceeded\",\"type\":\"server_error\"}}";
-    script(&mock, "utf8-k1", FaultSpec::raw(500, "application/json", bad_utf8));
+    let bad_utf8: &[u8] =
+        b"{\"error\":{\"message\":\"quota \xff\xfe exceeded\",\"type\":\"server_error\"}}";
+    script(
+        &mock,
+        "utf8-k1",
+        FaultSpec::raw(500, "application/json", bad_utf8),
+    );
     let r = post(&c, &base, "/v1/chat/completions", &chat("utf8/m", false)).await;
-    assert_eq!((r.status, r.connection().as_str()), (200, "utf8-k2"), "{r:#?}");
-    script(&mock, "utf81-k1", FaultSpec::raw(500, "text/plain", &b"\xc3\x28\xa0\xa1 oops"[..]));
+    assert_eq!(
+        (r.status, r.connection().as_str()),
+        (200, "utf8-k2"),
+        "{r:#?}"
+    );
+    script(
+        &mock,
+        "utf81-k1",
+        FaultSpec::raw(500, "text/plain", &b"\xc3\x28\xa0\xa1 oops"[..]),
+    );
     let r = post(&c, &base, "/v1/chat/completions", &chat("utf81/m", false)).await;
     assert!(r.status >= 500, "{r:#?}");
     assert_enveloped(&r, "non-UTF-8 error body");
-    let ok_bytes: &[u8] = b"{\"id\":\"x\",\"object\":\"chat.completion\",\"choices\":[],\"note\":\"\xff\"}";
-    script(&mock, "utf82-k1", FaultSpec::raw(200, "application/json", ok_bytes));
+    let ok_bytes: &[u8] =
+        b"{\"id\":\"x\",\"object\":\"chat.completion\",\"choices\":[],\"note\":\"\xff\"}";
+    script(
+        &mock,
+        "utf82-k1",
+        FaultSpec::raw(200, "application/json", ok_bytes),
+    );
     let resp = c
         .post(format!("{base}/v1/chat/completions"))
         .json(&chat("utf82/m", false))
@@ -190,7 +272,12 @@ async fn misbehaving_upstreams_are_contained() {
 
     // --- A gigantic Retry-After: capped at 30 days, never an overflow or a panic. The
     // request fails over; alone, the client is told at most 30 days.
-    for value in ["99999999999", "1e30", "18446744073709551616", "Fri, 31 Dec 9999 23:59:59 GMT"] {
+    for value in [
+        "99999999999",
+        "1e30",
+        "18446744073709551616",
+        "Fri, 31 Dec 9999 23:59:59 GMT",
+    ] {
         script(
             &mock,
             "huge-k1",
@@ -209,24 +296,38 @@ async fn misbehaving_upstreams_are_contained() {
     assert_eq!(r.status, 429, "{r:#?}");
     assert_enveloped(&r, "huge Retry-After");
     let secs = retry_after(&r);
-    assert!((1..=MAX_HINT_SECS).contains(&secs), "Retry-After {secs}: {r:#?}");
+    assert!(
+        (1..=MAX_HINT_SECS).contains(&secs),
+        "Retry-After {secs}: {r:#?}"
+    );
     // The connection now cools; the next request is refused without reaching the upstream.
     settle().await;
     let before = mock.stats().requests_total;
     let r = post(&c, &base, "/v1/chat/completions", &chat("huge1/m", false)).await;
     assert!(r.status == 429 || r.status == 503, "{r:#?}");
     assert!(retry_after(&r) <= MAX_HINT_SECS, "{r:#?}");
-    assert_eq!(mock.stats().requests_total, before, "a cooling connection is not tried");
+    assert_eq!(
+        mock.stats().requests_total,
+        before,
+        "a cooling connection is not tried"
+    );
 
     // --- Negative and garbage reset headers are ignored: the scaled backoff applies.
     let negative = FaultSpec::status(429)
         .header("Retry-After", "-5")
         .header("x-ratelimit-reset", "-1700000000")
         .header("x-ratelimit-reset-requests", "-3s")
-        .header("anthropic-ratelimit-requests-reset", "-0001-01-01T00:00:00Z");
+        .header(
+            "anthropic-ratelimit-requests-reset",
+            "-0001-01-01T00:00:00Z",
+        );
     script(&mock, "neg-k1", negative.clone());
     let r = post(&c, &base, "/v1/chat/completions", &chat("neg/m", false)).await;
-    assert_eq!((r.status, r.connection().as_str()), (200, "neg-k2"), "{r:#?}");
+    assert_eq!(
+        (r.status, r.connection().as_str()),
+        (200, "neg-k2"),
+        "{r:#?}"
+    );
     script(&mock, "neg1-k1", negative);
     let r = post(&c, &base, "/v1/chat/completions", &chat("neg1/m", false)).await;
     assert_eq!(r.status, 429, "{r:#?}");
@@ -234,12 +335,20 @@ async fn misbehaving_upstreams_are_contained() {
     // The garbage is not passed on, and the cooldown is the apikey backoff's first step
     // (seconds), nowhere near a parsed hint.
     if let Some(v) = r.header("retry-after") {
-        assert!(v.parse::<u64>().is_ok_and(|s| (1..=60).contains(&s)), "{r:#?}");
+        assert!(
+            v.parse::<u64>().is_ok_and(|s| (1..=60).contains(&s)),
+            "{r:#?}"
+        );
     }
     settle().await;
     let r = post(&c, &base, "/v1/chat/completions", &chat("neg1/m", false)).await;
-    assert_eq!(assert_enveloped(&r, "cooling after negative hints"), "connection_cooldown");
-    let reset = r.json()["error"]["reset_seconds"].as_u64().unwrap_or(u64::MAX);
+    assert_eq!(
+        assert_enveloped(&r, "cooling after negative hints"),
+        "connection_cooldown"
+    );
+    let reset = r.json()["error"]["reset_seconds"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
     assert!((1..=60).contains(&reset), "cooldown {reset} s: {r:#?}");
 
     // --- An endless stream (content every 20 ms for minutes): the attempt deadline ends it
@@ -259,7 +368,11 @@ async fn misbehaving_upstreams_are_contained() {
     .await;
     assert_eq!(r.status, 200, "{}", r.everything());
     assert!(!r.timed_out, "the deadline must end the stream");
-    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
     let events = r.events();
     assert!(
         events.iter().filter(|e| e.is_error()).count() == 1,
@@ -280,7 +393,11 @@ async fn misbehaving_upstreams_are_contained() {
         Duration::from_secs(30),
     )
     .await;
-    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(
         r.status >= 500 || r.events().iter().any(SseEvent::is_error),
         "{}",

@@ -36,7 +36,11 @@ impl ParsedBody {
         if upstream_model == self.model && self.fields.background_span.is_none() {
             return self.raw.clone();
         }
-        Bytes::from(request_body::splice(&self.raw, &self.fields, upstream_model))
+        Bytes::from(request_body::splice(
+            &self.raw,
+            &self.fields,
+            upstream_model,
+        ))
     }
 }
 
