@@ -14,6 +14,11 @@ cd "$(dirname "$0")"
 
 seconds="${1:-60}"
 toolchain="${FUZZ_TOOLCHAIN:-nightly}"
+if ! rustc +"$toolchain" --version >/dev/null 2>&1; then
+  echo "fuzz: the $toolchain toolchain is missing (libFuzzer needs nightly's sanitizers);"
+  echo "install it with: rustup toolchain install $toolchain"
+  exit 1
+fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
