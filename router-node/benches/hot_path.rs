@@ -28,18 +28,26 @@ models = ["gpt-4o-mini"]
 [[connections]]
 id = "openai-1"
 provider = "openai"
+api_key_env = "BENCH_UPSTREAM_KEY"
 max_concurrent = 64
 "#;
 
-fn runtime() -> Option<Arc<Runtime>> {
-    let config = Config::from_toml_str(CONFIG).ok()?;
-    Runtime::build(config, &|_| None).ok().map(Arc::new)
+fn runtime() -> Result<Arc<Runtime>, String> {
+    let config = Config::from_toml_str(CONFIG).map_err(|e| format!("{e:?}"))?;
+    Runtime::build(config, &|k| {
+        (k == "BENCH_UPSTREAM_KEY").then(|| "bench".to_owned())
+    })
+    .map(Arc::new)
+    .map_err(|e| format!("{e:?}"))
 }
 
 fn hot_path(c: &mut Criterion) {
-    let Some(rt) = runtime() else {
-        eprintln!("bench config did not load; nothing measured");
-        return;
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("bench config did not load, nothing measured: {e}");
+            return;
+        }
     };
     let (Some(conn), Some(provider)) = (rt.connections.first(), rt.providers.first()) else {
         return;
