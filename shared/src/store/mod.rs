@@ -16,14 +16,25 @@
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
 
+mod breaker;
+mod connections;
 mod error;
+mod events;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
+mod lockouts;
+mod membership;
 mod redis_store;
+mod script_reply;
+mod settings;
 
+pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
+pub use connections::{ConnRecord, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS};
 pub use error::StoreError;
+pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
+pub use lockouts::LockoutRecord;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};

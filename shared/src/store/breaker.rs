@@ -1,0 +1,354 @@
+//! The cluster-wide provider breaker.
+//!
+//! Why: a provider that fails on one node fails on all of them, so failures are counted in one
+//! window per provider, the CLOSED → OPEN transition happens once cluster-wide (one
+//! generation), and exactly one node at a time may send the half-open probe. The probe is a
+//! fenced lease ([`KeySpace::breaker_probe`](super::KeySpace::breaker_probe) with a generation
+//! from [`KeySpace::breaker_probe_fence`](super::KeySpace::breaker_probe_fence), which is never
+//! reset), so the late result of an expired probe is ignored.
+//!
+//! Keys: the breaker hash (`phase`, `gen` = transition counter, `cycles`, `open_until` on the
+//! Redis clock, `window`, `seq`), the failure window (ZSET, score = Redis ms) and the probe
+//! lease. Scripts never publish; the caller publishes a `BreakerTransition` when
+//! [`BreakerChange::changed`] says so.
+
+use std::sync::LazyLock;
+
+use redis::{Script, Value};
+
+use super::error::StoreError;
+use super::redis_store::RedisStore;
+use super::script_reply::{
+    array, array_of, enum_value, int, opt_string, protocol, time_ms, u32_or_zero, uint_or_zero,
+};
+use crate::Millis;
+use crate::wire::BreakerPhase;
+
+macro_rules! breaker_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/breaker_common_v1.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+
+static FAILURE: LazyLock<Script> = breaker_script!("lua/breaker_failure_v1.lua");
+static SUCCESS: LazyLock<Script> = breaker_script!("lua/breaker_success_v1.lua");
+static PROBE_ACQUIRE: LazyLock<Script> = breaker_script!("lua/breaker_probe_acquire_v1.lua");
+static PROBE_RESULT: LazyLock<Script> = breaker_script!("lua/breaker_probe_result_v1.lua");
+static RESET: LazyLock<Script> = breaker_script!("lua/breaker_reset_v1.lua");
+
+/// The provider's breaker profile, as the scripts need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerParams {
+    /// Failures within the window that open the breaker.
+    pub failure_threshold: u32,
+    pub window_ms: Millis,
+    /// The first open period; doubled per open cycle.
+    pub reset_timeout_ms: Millis,
+    /// Cap on the escalated open period.
+    pub max_reset_timeout_ms: Millis,
+}
+
+/// A provider's shared breaker, times relative to the Redis clock at the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBreaker {
+    pub provider: String,
+    pub phase: BreakerPhase,
+    /// Transition counter: bumped on every phase change, never reset.
+    pub generation: u64,
+    /// Failures in the current window (CLOSED only; cleared on opening).
+    pub failure_count: u32,
+    /// OPEN: until the probe may be sent; HALF_OPEN: the probe lease's remaining time.
+    pub retry_after_ms: Millis,
+    pub open_cycles: u32,
+}
+
+/// A script's view of the breaker before and after it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakerChange {
+    pub before: BreakerPhase,
+    pub after: SharedBreaker,
+}
+
+impl BreakerChange {
+    /// The phase changed: the caller publishes a transition.
+    pub fn changed(&self) -> bool {
+        self.before != self.after.phase
+    }
+}
+
+/// The answer to a probe request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeGrant {
+    /// This caller sends the one probe; report its result with `generation`.
+    Granted { generation: u64, ttl_ms: Millis },
+    /// Someone else probes, or the open period has not passed. `retry_after_ms` is 0 when the
+    /// breaker is closed (no probe is needed).
+    Denied { retry_after_ms: Millis },
+}
+
+impl RedisStore {
+    /// Counts one failure; opens the breaker at the threshold. Ignored while OPEN/HALF_OPEN.
+    pub async fn breaker_failure(
+        &self,
+        provider: &str,
+        p: &BreakerParams,
+    ) -> Result<BreakerChange, StoreError> {
+        const CMD: &str = "breaker_failure";
+        let [b, f, pr] = self.breaker_keys(provider);
+        let p = *p;
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                FAILURE
+                    .key(b)
+                    .key(f)
+                    .key(pr)
+                    .arg(p.failure_threshold.max(1))
+                    .arg(p.window_ms.max(1))
+                    .arg(p.reset_timeout_ms)
+                    .arg(p.max_reset_timeout_ms.max(p.reset_timeout_ms))
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        parse_change(CMD, provider, reply)
+    }
+
+    /// A success: while CLOSED it clears the failure window. OPEN/HALF_OPEN are untouched.
+    pub async fn breaker_success(&self, provider: &str) -> Result<BreakerChange, StoreError> {
+        const CMD: &str = "breaker_success";
+        let [b, f, pr] = self.breaker_keys(provider);
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                SUCCESS.key(b).key(f).key(pr).invoke_async(&mut con).await
+            })
+            .await?;
+        parse_change(CMD, provider, reply)
+    }
+
+    /// Asks for the half-open probe. At most one live grant exists cluster-wide.
+    pub async fn breaker_probe_acquire(
+        &self,
+        provider: &str,
+        owner: &str,
+        ttl_ms: Millis,
+    ) -> Result<ProbeGrant, StoreError> {
+        const CMD: &str = "breaker_probe_acquire";
+        let [b, f, pr] = self.breaker_keys(provider);
+        let fence = self.keys().breaker_probe_fence(provider);
+        let owner = owner.to_owned();
+        let ttl_ms = ttl_ms.max(1);
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                PROBE_ACQUIRE
+                    .key(b)
+                    .key(f)
+                    .key(pr)
+                    .key(fence)
+                    .arg(owner)
+                    .arg(ttl_ms)
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        let v = array(CMD, reply)?;
+        match (v.len(), v.first().map(|x| int(CMD, x)).transpose()?) {
+            (3, Some(1)) => Ok(ProbeGrant::Granted {
+                generation: uint_or_zero(CMD, &v[1])?,
+                ttl_ms: uint_or_zero(CMD, &v[2])?,
+            }),
+            (2, Some(0)) => Ok(ProbeGrant::Denied {
+                retry_after_ms: uint_or_zero(CMD, &v[1])?,
+            }),
+            _ => Err(protocol(CMD, format!("unexpected probe reply {v:?}"))),
+        }
+    }
+
+    /// Reports the probe's outcome. `None` when `generation` is stale (the probe expired or was
+    /// replaced): nothing changed.
+    pub async fn breaker_probe_result(
+        &self,
+        provider: &str,
+        generation: u64,
+        success: bool,
+        p: &BreakerParams,
+    ) -> Result<Option<BreakerChange>, StoreError> {
+        const CMD: &str = "breaker_probe_result";
+        let [b, f, pr] = self.breaker_keys(provider);
+        let p = *p;
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                PROBE_RESULT
+                    .key(b)
+                    .key(f)
+                    .key(pr)
+                    .arg(generation)
+                    .arg(if success { "1" } else { "0" })
+                    .arg(p.reset_timeout_ms)
+                    .arg(p.max_reset_timeout_ms.max(p.reset_timeout_ms))
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        if matches!(&reply, Value::Array(v) if v.is_empty()) || matches!(reply, Value::Nil) {
+            return Ok(None);
+        }
+        parse_change(CMD, provider, reply).map(Some)
+    }
+
+    /// Operator reset to CLOSED (failures and any probe lease dropped).
+    pub async fn breaker_reset(&self, provider: &str) -> Result<BreakerChange, StoreError> {
+        const CMD: &str = "breaker_reset";
+        let [b, f, pr] = self.breaker_keys(provider);
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                RESET.key(b).key(f).key(pr).invoke_async(&mut con).await
+            })
+            .await?;
+        parse_change(CMD, provider, reply)
+    }
+
+    /// Reads many breakers in one round trip (pipeline). Unknown providers read as CLOSED.
+    pub async fn read_breakers(
+        &self,
+        providers: &[&str],
+    ) -> Result<Vec<SharedBreaker>, StoreError> {
+        const CMD: &str = "read_breakers";
+        if providers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME");
+        for provider in providers {
+            let [b, f, pr] = self.breaker_keys(provider);
+            pipe.cmd("HMGET")
+                .arg(b)
+                .arg(&["phase", "gen", "cycles", "open_until", "window"]);
+            // Bounded: the window holds fewer than `failure_threshold` entries.
+            pipe.cmd("ZRANGE").arg(f).arg(0).arg(-1).arg("WITHSCORES");
+            pipe.cmd("PTTL").arg(pr);
+        }
+        let reply: Vec<Value> = self
+            .run(
+                CMD,
+                |mut con| async move { pipe.query_async(&mut con).await },
+            )
+            .await?;
+        if reply.len() != 1 + 3 * providers.len() {
+            return Err(protocol(
+                CMD,
+                format!("unexpected reply count {}", reply.len()),
+            ));
+        }
+        let mut it = reply.into_iter();
+        let now = match it.next() {
+            Some(t) => time_ms(CMD, t)?,
+            None => return Err(protocol(CMD, "missing TIME reply")),
+        };
+        let mut out = Vec::with_capacity(providers.len());
+        for provider in providers {
+            let (Some(h), Some(z), Some(pttl)) = (it.next(), it.next(), it.next()) else {
+                return Err(protocol(CMD, "short reply"));
+            };
+            let h = array_of(CMD, h, 5)?;
+            let phase = match opt_string(CMD, &h[0])? {
+                Some(s) => enum_value(CMD, &s)?,
+                None => BreakerPhase::Closed,
+            };
+            let open_until = uint_or_zero(CMD, &h[3])?;
+            let window = uint_or_zero(CMD, &h[4])?;
+            let failure_count = count_in_window(CMD, z, now, window)?;
+            let retry_after_ms = match phase {
+                BreakerPhase::Open => open_until.saturating_sub(now),
+                BreakerPhase::HalfOpen => u64::try_from(int(CMD, &pttl)?).unwrap_or(0),
+                BreakerPhase::Closed | BreakerPhase::Degraded => 0,
+            };
+            out.push(SharedBreaker {
+                provider: (*provider).to_owned(),
+                phase,
+                generation: uint_or_zero(CMD, &h[1])?,
+                failure_count,
+                retry_after_ms,
+                open_cycles: u32_or_zero(CMD, &h[2])?,
+            });
+        }
+        Ok(out)
+    }
+
+    fn breaker_keys(&self, provider: &str) -> [String; 3] {
+        let k = self.keys();
+        [
+            k.breaker(provider),
+            k.breaker_failures(provider),
+            k.breaker_probe(provider),
+        ]
+    }
+}
+
+/// Failures newer than `now - window` in a `ZRANGE … WITHSCORES` reply (flat pairs in RESP2,
+/// pairs in RESP3).
+fn count_in_window(
+    command: &'static str,
+    reply: Value,
+    now: Millis,
+    window: Millis,
+) -> Result<u32, StoreError> {
+    let items = array(command, reply)?;
+    let mut scores = Vec::new();
+    if items.iter().all(|v| matches!(v, Value::Array(_))) {
+        for pair in items {
+            let pair = array_of(command, pair, 2)?;
+            scores.push(score(command, &pair[1])?);
+        }
+    } else {
+        for s in items.iter().skip(1).step_by(2) {
+            scores.push(score(command, s)?);
+        }
+    }
+    let cutoff = now.saturating_sub(window) as f64;
+    let n = scores
+        .iter()
+        .filter(|&&s| window == 0 || s > cutoff)
+        .count();
+    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+fn score(command: &'static str, v: &Value) -> Result<f64, StoreError> {
+    match v {
+        Value::Double(d) => Ok(*d),
+        other => opt_string(command, other)?
+            .and_then(|s| s.parse::<f64>().ok())
+            .ok_or_else(|| protocol(command, format!("expected a score, got {other:?}"))),
+    }
+}
+
+fn parse_change(
+    command: &'static str,
+    provider: &str,
+    reply: Value,
+) -> Result<BreakerChange, StoreError> {
+    let v = array_of(command, reply, 6)?;
+    let before = phase(command, &v[0])?;
+    Ok(BreakerChange {
+        before,
+        after: SharedBreaker {
+            provider: provider.to_owned(),
+            phase: phase(command, &v[1])?,
+            generation: uint_or_zero(command, &v[2])?,
+            failure_count: u32_or_zero(command, &v[3])?,
+            retry_after_ms: uint_or_zero(command, &v[4])?,
+            open_cycles: u32_or_zero(command, &v[5])?,
+        },
+    })
+}
+
+fn phase(command: &'static str, v: &Value) -> Result<BreakerPhase, StoreError> {
+    match opt_string(command, v)? {
+        Some(s) => enum_value(command, &s),
+        None => Err(protocol(command, "missing breaker phase")),
+    }
+}

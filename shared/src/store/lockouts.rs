@@ -1,0 +1,215 @@
+//! Per-model lockouts in Redis.
+//!
+//! Why: a model-scoped failure (a per-model quota, a 404 for one model) must lock that model on
+//! that connection on every node, while the connection keeps serving its other models. Each
+//! lockout is its own hash ([`KeySpace::lockout`](super::KeySpace::lockout): `until`, `count`,
+//! `reason`) expiring with the lock (`PX`; Redis 7.0 has no per-field expiry), and a set per
+//! connection ([`KeySpace::lockout_index`](super::KeySpace::lockout_index), members
+//! `provider\u{1f}model`) lets a resync find them without `SCAN`. Extend-only and count = max,
+//! as in [`crate::lockout`], so replaying writes is safe.
+
+use std::sync::LazyLock;
+
+use redis::{Script, Value};
+
+use super::error::StoreError;
+use super::redis_store::RedisStore;
+use super::script_reply::{
+    array, array_of, int, opt_enum, opt_string, protocol, u32_or_zero, uint_or_zero,
+};
+use crate::Millis;
+use crate::outcome::FailureReason;
+
+static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/lockout_extend_v1.lua")));
+static DECAY: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/lockout_decay_v1.lua")));
+static CLEAR: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/lockout_clear_v1.lua")));
+static READ: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/lockout_read_v1.lua")));
+
+/// Separates provider and model in index members (a control character no id contains).
+const MEMBER_SEP: char = '\u{1f}';
+
+/// A live lockout, its time relative to the Redis clock at the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockoutRecord {
+    pub provider: String,
+    pub conn: String,
+    pub model: String,
+    pub remaining_ms: Millis,
+    pub failure_count: u32,
+    pub reason: Option<FailureReason>,
+}
+
+fn member(provider: &str, model: &str) -> String {
+    format!("{provider}{MEMBER_SEP}{model}")
+}
+
+impl RedisStore {
+    /// Extend-only lockout write; the stored count is the max of both. Returns the stored
+    /// lockout (the longer one, when it was already longer).
+    pub async fn lockout_extend(
+        &self,
+        provider: &str,
+        conn: &str,
+        model: &str,
+        duration_ms: Millis,
+        failure_count: u32,
+        reason: FailureReason,
+    ) -> Result<LockoutRecord, StoreError> {
+        const CMD: &str = "lockout_extend";
+        let key = self.keys().lockout(provider, conn, model);
+        let index = self.keys().lockout_index(conn);
+        let m = member(provider, model);
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                EXTEND
+                    .key(key)
+                    .key(index)
+                    .arg(duration_ms)
+                    .arg(failure_count)
+                    .arg(reason.as_str())
+                    .arg(m)
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        let v = array_of(CMD, reply, 3)?;
+        Ok(LockoutRecord {
+            provider: provider.to_owned(),
+            conn: conn.to_owned(),
+            model: model.to_owned(),
+            remaining_ms: uint_or_zero(CMD, &v[0])?,
+            failure_count: u32_or_zero(CMD, &v[1])?,
+            reason: opt_enum(CMD, &v[2])?,
+        })
+    }
+
+    /// A success on the model: halves the failure count (written only when it is above 0);
+    /// at 0 the lockout is removed.
+    pub async fn lockout_decay(
+        &self,
+        provider: &str,
+        conn: &str,
+        model: &str,
+    ) -> Result<(), StoreError> {
+        const CMD: &str = "lockout_decay";
+        let key = self.keys().lockout(provider, conn, model);
+        let index = self.keys().lockout_index(conn);
+        let m = member(provider, model);
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                DECAY
+                    .key(key)
+                    .key(index)
+                    .arg(m)
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        int(CMD, &reply).map(|_| ())
+    }
+
+    /// Removes one lockout. `true` when it existed.
+    pub async fn lockout_clear(
+        &self,
+        provider: &str,
+        conn: &str,
+        model: &str,
+    ) -> Result<bool, StoreError> {
+        let removed = self
+            .clear_members(conn, vec![member(provider, model)])
+            .await?;
+        Ok(removed > 0)
+    }
+
+    /// Removes every lockout of a connection. Returns how many were live.
+    pub async fn lockout_clear_connection(&self, conn: &str) -> Result<u32, StoreError> {
+        let members = self.lockout_members(conn).await?;
+        if members.is_empty() {
+            return Ok(0);
+        }
+        self.clear_members(conn, members).await
+    }
+
+    /// The live lockouts of a connection; index members whose lockout expired are pruned.
+    pub async fn read_lockouts(&self, conn: &str) -> Result<Vec<LockoutRecord>, StoreError> {
+        const CMD: &str = "read_lockouts";
+        let members = self.lockout_members(conn).await?;
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let index = self.keys().lockout_index(conn);
+        let keys: Vec<String> = members
+            .iter()
+            .map(|m| self.member_key(conn, m))
+            .collect::<Result<_, _>>()?;
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                let mut inv = READ.key(index);
+                for (key, m) in keys.iter().zip(&members) {
+                    inv.key(key).arg(m);
+                }
+                inv.invoke_async(&mut con).await
+            })
+            .await?;
+        array(CMD, reply)?
+            .into_iter()
+            .map(|row| {
+                let f = array_of(CMD, row, 4)?;
+                let m = opt_string(CMD, &f[0])?.unwrap_or_default();
+                let (provider, model) = split_member(CMD, &m)?;
+                Ok(LockoutRecord {
+                    provider: provider.to_owned(),
+                    conn: conn.to_owned(),
+                    model: model.to_owned(),
+                    remaining_ms: uint_or_zero(CMD, &f[1])?,
+                    failure_count: u32_or_zero(CMD, &f[2])?,
+                    reason: opt_enum(CMD, &f[3])?,
+                })
+            })
+            .collect()
+    }
+
+    async fn lockout_members(&self, conn: &str) -> Result<Vec<String>, StoreError> {
+        let index = self.keys().lockout_index(conn);
+        self.run("lockout_index", |mut con| async move {
+            redis::cmd("SMEMBERS")
+                .arg(index)
+                .query_async(&mut con)
+                .await
+        })
+        .await
+    }
+
+    async fn clear_members(&self, conn: &str, members: Vec<String>) -> Result<u32, StoreError> {
+        const CMD: &str = "lockout_clear";
+        let index = self.keys().lockout_index(conn);
+        let keys: Vec<String> = members
+            .iter()
+            .map(|m| self.member_key(conn, m))
+            .collect::<Result<_, _>>()?;
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                let mut inv = CLEAR.key(index);
+                for (key, m) in keys.iter().zip(&members) {
+                    inv.key(key).arg(m);
+                }
+                inv.invoke_async(&mut con).await
+            })
+            .await?;
+        u32_or_zero(CMD, &reply)
+    }
+
+    fn member_key(&self, conn: &str, m: &str) -> Result<String, StoreError> {
+        let (provider, model) = split_member("lockout_index", m)?;
+        Ok(self.keys().lockout(provider, conn, model))
+    }
+}
+
+fn split_member<'a>(command: &'static str, m: &'a str) -> Result<(&'a str, &'a str), StoreError> {
+    m.split_once(MEMBER_SEP)
+        .ok_or_else(|| protocol(command, format!("malformed lockout index member {m:?}")))
+}

@@ -1,0 +1,33 @@
+-- cooldown_extend_v1: extend-only connection cooldown with the thundering-herd guard.
+-- KEYS[1] = connection hash {until, level, reason, terminal, err}
+-- ARGV: duration_ms, proposed_level, reason, terminal ('' = none), last_error, retention_ms
+-- -> {applied 0|1, remaining_ms, level, terminal ('' = none)}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('HMGET', KEYS[1], 'until', 'level', 'terminal')
+local cur_until = tonumber(cur[1]) or 0
+local cur_level = tonumber(cur[2]) or 0
+if cur[3] and cur[3] ~= '' then
+  -- Terminal is sticky: a cooldown never overwrites it.
+  return {0, math.max(cur_until - now, 0), cur_level, cur[3]}
+end
+local new_until = math.max(cur_until, now + tonumber(ARGV[1]))
+local level = cur_level
+if now >= cur_until then
+  -- Outside a cooldown window the level may rise; inside one, concurrent failures from
+  -- other nodes belong to the same incident and must not raise it again.
+  level = math.max(cur_level, tonumber(ARGV[2]))
+end
+local terminal = ARGV[4]
+if new_until == cur_until and level == cur_level and terminal == '' then
+  return {0, math.max(cur_until - now, 0), cur_level, ''}
+end
+redis.call('HSET', KEYS[1], 'until', new_until, 'level', level, 'reason', ARGV[3], 'err', ARGV[5])
+if terminal ~= '' then
+  redis.call('HSET', KEYS[1], 'terminal', terminal)
+  redis.call('PERSIST', KEYS[1])
+else
+  -- The level must outlive the window, so the hash is kept for a retention period after it.
+  redis.call('PEXPIREAT', KEYS[1], new_until + tonumber(ARGV[6]))
+end
+return {1, math.max(new_until - now, 0), level, terminal}

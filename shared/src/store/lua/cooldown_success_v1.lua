@@ -1,0 +1,22 @@
+-- cooldown_success_v1: a success ends the cooldown and lowers the backoff level by one.
+-- KEYS[1] = connection hash. No-op on a terminal connection.
+-- -> {remaining_ms, level, reason ('' = none), terminal ('' = none)}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('HMGET', KEYS[1], 'until', 'level', 'reason', 'terminal')
+local cur_until = tonumber(cur[1]) or 0
+local cur_level = tonumber(cur[2]) or 0
+if cur[4] and cur[4] ~= '' then
+  return {math.max(cur_until - now, 0), cur_level, cur[3] or '', cur[4]}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {0, 0, '', ''}
+end
+local level = math.max(cur_level - 1, 0)
+if level == 0 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HDEL', KEYS[1], 'until', 'reason', 'err')
+  redis.call('HSET', KEYS[1], 'level', level)
+end
+return {0, level, '', ''}
