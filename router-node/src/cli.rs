@@ -75,6 +75,12 @@ pub fn serve(
     let system = actix_web::rt::System::new();
     let result = system.block_on(async move {
         let arbiter = actix::Arbiter::new();
+        if let Some(cluster) = &rt.cluster {
+            // Before the actors start, so every actor hands its changes to the writer.
+            let _ = rt.actor_stats.cluster.set(cluster.clone());
+            let current = rt.clone();
+            crate::cluster::start(cluster, Arc::new(move || current.clone()));
+        }
         crate::actors::start_actors(
             &rt.providers,
             &rt.connections,

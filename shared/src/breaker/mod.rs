@@ -38,6 +38,7 @@
 //! history keeps the last [`HISTORY_LIMIT`] entries.
 
 mod profile;
+mod remote;
 #[cfg(test)]
 mod tests;
 mod types;
