@@ -21,7 +21,10 @@ pub fn check(path: &Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match Runtime::build(config, &|k| std::env::var(k).ok()) {
+    // Inside a runtime: the Redis client of redis mode spawns its connection task when built.
+    let built = actix_web::rt::System::new()
+        .block_on(async { Runtime::build(config, &|k| std::env::var(k).ok()) });
+    match built {
         Ok(rt) => {
             for w in &rt.settings_warnings {
                 eprintln!("warning: {w}");
@@ -60,7 +63,10 @@ pub fn serve(
     env: &dyn Fn(&str) -> Option<String>,
     banner: Option<String>,
 ) -> ExitCode {
-    let rt = match Runtime::build(config, env) {
+    let system = actix_web::rt::System::new();
+    // Inside the system's runtime: the Redis client of redis mode spawns its connection task
+    // when built, and that task must live on a runtime that runs as long as the node.
+    let rt = match system.block_on(async { Runtime::build(config, env) }) {
         Ok(rt) => Arc::new(rt),
         Err(errors) => {
             for e in &errors.errors {
@@ -72,7 +78,6 @@ pub fn serve(
     for w in &rt.settings_warnings {
         tracing::warn!("settings: {w}");
     }
-    let system = actix_web::rt::System::new();
     let result = system.block_on(async move {
         let arbiter = actix::Arbiter::new();
         if let Some(cluster) = &rt.cluster {

@@ -12,6 +12,10 @@ use std::time::Duration;
 use crate::harness::NodeProcess;
 use crate::redis_server::RedisServer;
 
+/// The management key every test node gets (its config must say
+/// `management_key_env = "SWITCHYARD_MANAGEMENT_KEY"` to enable the admin API).
+pub const MGMT_KEY: &str = "cluster-test-mgmt-7f3a9c";
+
 /// The `[cluster]` table every test node runs with.
 pub const CLUSTER_TABLE: &str = r#"
 [cluster]
@@ -46,6 +50,7 @@ pub fn start_node(
 ) -> std::io::Result<NodeProcess> {
     let mut all: Vec<(&str, &str)> = env.to_vec();
     all.push(("SWITCHYARD_REDIS_URL", redis_url));
+    all.push(("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY));
     NodeProcess::start(&node_config(node_id, body), &all)
 }
 
@@ -87,13 +92,14 @@ pub fn cluster_degraded(admin: SocketAddr) -> bool {
         .unwrap_or(true)
 }
 
-/// A blocking HTTP/1.1 GET returning the status and body (no client library needed).
+/// A blocking HTTP/1.1 GET with the management key, returning the status and body (no client
+/// library needed).
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {MGMT_KEY}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut raw = Vec::new();

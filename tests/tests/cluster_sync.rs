@@ -23,7 +23,7 @@ workers = 2
 
 [auth]
 require_api_key = false
-management_key_env = ""
+management_key_env = "SWITCHYARD_MANAGEMENT_KEY"
 
 [[providers]]
 id = "p"
