@@ -28,6 +28,7 @@
 //! and queues it before the address is printed.
 
 pub mod cluster;
+pub mod fault_proxy;
 pub mod harness;
 pub mod mock_upstream;
 pub mod python;

@@ -12,29 +12,42 @@
 //! - [`RedisStore`]: the connection (a `ConnectionManager`), the timeout on every command, the
 //!   health gate and the command observer (latency/error metrics). The operations live in
 //!   one module per concern, each with its versioned Lua scripts under `lua/`.
+//! - [`leases`]: fenced leases (exclusive session leases, the coordinator's leader lease);
+//!   [`embedded`] is the same lease semantics in process for embedded mode.
+//! - [`permits`]: cluster-wide `max_concurrent` as leased blocks of permits per node.
+//! - [`buckets`]: cluster-wide requests-per-minute token buckets.
 //!
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
 
 mod breaker;
+pub mod buckets;
 mod connections;
+pub mod embedded;
 mod error;
 mod events;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
+pub mod leases;
 mod lockouts;
 mod membership;
+pub mod permits;
 mod redis_store;
+mod replies;
 mod script_reply;
 mod settings;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
+pub use buckets::BucketResult;
 pub use connections::{ConnRecord, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS};
+pub use embedded::EmbeddedLeases;
 pub use error::StoreError;
 pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
+pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, owner_hash};
 pub use lockouts::LockoutRecord;
+pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
