@@ -107,7 +107,10 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n")?;
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_owned()
@@ -141,7 +144,9 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
 
 /// The `/metrics` text of a node's admin listener.
 pub fn metrics_text(admin: SocketAddr) -> String {
-    http_get(admin, "/metrics").map(|(_, b)| b).unwrap_or_default()
+    http_get(admin, "/metrics")
+        .map(|(_, b)| b)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

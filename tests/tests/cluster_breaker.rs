@@ -121,7 +121,11 @@ async fn all_in(cluster: &TestCluster, states: &[&str], limit: Duration) -> bool
 }
 
 /// 12 failures, 4 through each node: no node reaches the threshold alone.
-async fn open_with_spread_failures(mock: &MockHandle, cluster: &TestCluster, http: &reqwest::Client) {
+async fn open_with_spread_failures(
+    mock: &MockHandle,
+    cluster: &TestCluster,
+    http: &reqwest::Client,
+) {
     mock.script(FaultSpec::status(500).times(12)).unwrap();
     for _ in 0..4 {
         for node in &cluster.nodes {
@@ -148,7 +152,8 @@ async fn failures_spread_over_three_nodes_open_the_breaker_everywhere() {
         assert_eq!(chat(&http, node).await, 503);
     }
     assert!(
-        mock.stats().requests_total == before || breaker_state(&cluster.nodes[0]).await == "HALF_OPEN",
+        mock.stats().requests_total == before
+            || breaker_state(&cluster.nodes[0]).await == "HALF_OPEN",
         "a request reached the provider while the breaker was open"
     );
 }
@@ -196,7 +201,10 @@ async fn exactly_one_probe_in_the_cluster_per_half_open_window() {
             }
         }
         let probes = mock.stats().requests_total - before;
-        assert_eq!(probes, 1, "trial {trial}: {probes} probes reached the provider");
+        assert_eq!(
+            probes, 1,
+            "trial {trial}: {probes} probes reached the provider"
+        );
         assert_eq!(ok, 1, "trial {trial}: only the probe succeeds");
         assert!(
             all_in(&cluster, &["CLOSED"], Duration::from_secs(3)).await,

@@ -213,7 +213,10 @@ async fn redis_killed_for_ten_seconds_mid_load_then_state_converges() {
         statuses.len()
     );
     assert!(statuses.len() > 50, "the load hardly ran");
-    assert_eq!(failures, 0, "requests that needed no lease failed: {statuses:?}");
+    assert_eq!(
+        failures, 0,
+        "requests that needed no lease failed: {statuses:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,7 +239,10 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     .unwrap();
     for node in &nodes {
         assert!(
-            eventually(Duration::from_secs(15), || async { !degraded(node.admin).await }).await
+            eventually(Duration::from_secs(15), || async {
+                !degraded(node.admin).await
+            })
+            .await
         );
     }
     let http = client();
@@ -248,7 +254,11 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     );
     assert!(!degraded(a.admin).await && !degraded(b.admin).await);
     assert_eq!(http_get_status(c.admin, "/readyz"), Some(200));
-    assert_eq!(chat(&http, c).await, 200, "the partitioned node still serves");
+    assert_eq!(
+        chat(&http, c).await,
+        200,
+        "the partitioned node still serves"
+    );
 
     mock.script(
         FaultSpec::status(429)
@@ -259,7 +269,10 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     .unwrap();
     assert_eq!(chat(&http, a).await, 200);
     assert!(
-        eventually(Duration::from_secs(5), || async { cooling(b.admin).await == 1 }).await,
+        eventually(Duration::from_secs(5), || async {
+            cooling(b.admin).await == 1
+        })
+        .await,
         "the connected peer did not learn the cooldown"
     );
     assert_eq!(

@@ -63,11 +63,7 @@ fn key_env(n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn start_cluster(
-    mock: &MockHandle,
-    conns: usize,
-    extra_env: &[(&str, &str)],
-) -> TestCluster {
+async fn start_cluster(mock: &MockHandle, conns: usize, extra_env: &[(&str, &str)]) -> TestCluster {
     let body = body(mock, conns);
     let mut env = key_env(conns);
     env.extend(
@@ -174,7 +170,10 @@ async fn a_429_on_one_node_makes_every_node_skip_the_key() {
     assert_eq!(mock.stats().requests_for_key("sk-0"), 1);
     for node in [b, c] {
         assert!(
-            eventually(Duration::from_secs(5), || async { cooling(node).await == 1 }).await,
+            eventually(Duration::from_secs(5), || async {
+                cooling(node).await == 1
+            })
+            .await,
             "the cooldown did not reach {}; log:\n{}",
             node.client_url(),
             node.log()
@@ -246,7 +245,11 @@ async fn cooldown_propagation_delay_over_200_events() {
         }
         let _ = chat(&http, a).await;
     }
-    assert_eq!(mock.stats().faults, EVENTS as u64, "not every key failed once");
+    assert_eq!(
+        mock.stats().faults,
+        EVENTS as u64,
+        "not every key failed once"
+    );
     let mut delays = Vec::new();
     for node in &cluster.nodes[1..] {
         let log = node.wait_for_log(Duration::from_secs(10), |log| {
@@ -320,7 +323,10 @@ async fn concurrent_429s_from_three_nodes_raise_the_level_once_per_window() {
         // While it cools, no node sends to k0 (every request now is a new one).
         for node in &cluster.nodes {
             assert!(
-                eventually(Duration::from_secs(2), || async { cooling(node).await == 1 }).await
+                eventually(Duration::from_secs(2), || async {
+                    cooling(node).await == 1
+                })
+                .await
             );
         }
         for t in burst(4) {

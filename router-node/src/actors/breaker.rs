@@ -28,8 +28,8 @@ use switchyard_shared::breaker::{Breaker, BreakerEffect, BreakerProfile};
 use super::ActorStats;
 use super::connection::ConnectionActor;
 use super::messages::{
-    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped,
-    GetBreakerStatus, GetTransitionCount, ReleaseProbe, ResetBreaker, SetConnParams,
+    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped, GetBreakerStatus,
+    GetTransitionCount, ReleaseProbe, ResetBreaker, SetConnParams,
 };
 use super::params::ConnActorParams;
 use crate::cluster::{Cluster, LocalChange};

@@ -145,7 +145,11 @@ impl ConnectionActor {
         let conn = self.handle.id.clone();
         for effect in effects {
             match *effect {
-                Effect::CooldownSet { until, level, reason } => self.emit(LocalChange::Cooldown {
+                Effect::CooldownSet {
+                    until,
+                    level,
+                    reason,
+                } => self.emit(LocalChange::Cooldown {
                     conn: conn.clone(),
                     duration_ms: until.saturating_sub(at),
                     level,
@@ -304,9 +308,9 @@ impl Handler<ObserveFailure> for ConnectionActor {
             }
             let provider = key.provider.clone();
             let model = lock_target_name(&key.model);
-            if let Some(entry) = self
-                .lockouts
-                .record_failure(key, failure, &self.params.lockout, at)
+            if let Some(entry) =
+                self.lockouts
+                    .record_failure(key, failure, &self.params.lockout, at)
             {
                 changed = true;
                 self.emit(LocalChange::Lockout {

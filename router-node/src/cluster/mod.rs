@@ -157,10 +157,12 @@ impl Cluster {
             timeout_ms: config.redis_timeout_ms,
             health: HealthPolicy::default(),
         };
-        let metrics = ClusterMetrics::new().map(Arc::new).map_err(|e| ConfigError {
-            path: "cluster".to_owned(),
-            message: format!("cannot register the cluster metrics: {e}"),
-        })?;
+        let metrics = ClusterMetrics::new()
+            .map(Arc::new)
+            .map_err(|e| ConfigError {
+                path: "cluster".to_owned(),
+                message: format!("cannot register the cluster metrics: {e}"),
+            })?;
         let observer = observer.unwrap_or_else(|| metrics.clone());
         let store = RedisStore::connect(&store_config, observer).map_err(|e| ConfigError {
             path: "cluster.redis_url".to_owned(),

@@ -209,6 +209,7 @@ mod tests {
 
     #[test]
     fn families_are_exposed_with_their_names() {
+        use prometheus::Encoder as _;
         let m = ClusterMetrics::new().unwrap();
         m.command("cooldown_extend", Duration::from_millis(1), None);
         m.command(

@@ -23,17 +23,19 @@ impl Breaker {
         match to {
             BreakerState::Open => {
                 let until = now.saturating_add(retry_after_ms);
-                // `open_until(opened_at)` must come out at `until` with this node's timeout.
-                let opened_at = until.saturating_sub(self.effective_reset_timeout_ms());
                 match self.phase {
-                    Phase::Open { opened_at: mine } if self.open_until(mine) >= until => {}
-                    Phase::Open { .. } => self.phase = Phase::Open { opened_at },
-                    Phase::Closed | Phase::Degraded | Phase::HalfOpen { .. } => self.enter(
-                        Phase::Open { opened_at },
-                        TransitionReason::Cluster,
-                        now,
-                        &mut effects,
-                    ),
+                    Phase::Open { opened_at } if self.open_until(opened_at) >= until => {}
+                    Phase::Open { .. } => self.remote_open_until = Some(until),
+                    Phase::Closed | Phase::Degraded | Phase::HalfOpen { .. } => {
+                        self.enter(
+                            Phase::Open { opened_at: now },
+                            TransitionReason::Cluster,
+                            now,
+                            &mut effects,
+                        );
+                        // After `enter`, which clears it.
+                        self.remote_open_until = Some(until);
+                    }
                 }
             }
             BreakerState::HalfOpen => match self.phase {
@@ -133,6 +135,30 @@ mod tests {
         assert_eq!(effects.len(), 1);
         assert_eq!(b.view(30), BreakerView::Closed);
         assert_eq!(b.open_cycle_count(), 0);
+    }
+
+    #[test]
+    fn the_cluster_deadline_holds_on_a_young_node_clock_and_a_local_transition_drops_it() {
+        let mut b = breaker();
+        // Node time 100 ms: `opened_at + 10 s` could not end at 2.1 s.
+        b.apply_remote(BreakerState::Open, 2_000, 100);
+        assert_eq!(b.view(100), BreakerView::Open { until: 2_100 });
+        let (probe, _) = b.admit(2_100);
+        let Admission::Probe { generation } = probe else {
+            panic!("a probe is due: {probe:?}");
+        };
+        b.on_outcome(
+            Some(generation),
+            BreakerOutcome::Failure(FailureKind::Transient),
+            2_200,
+        );
+        // The local reopen uses the node's own escalated timeout again.
+        assert_eq!(
+            b.view(2_200),
+            BreakerView::Open {
+                until: 2_200 + b.effective_reset_timeout_ms()
+            }
+        );
     }
 
     #[test]
