@@ -342,3 +342,56 @@ async fn concurrent_429s_from_three_nodes_raise_the_level_once_per_window() {
         tokio::time::sleep(Duration::from_millis(remaining + 300)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_patch_on_one_node_reaches_every_node_within_a_second() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let cluster = start_cluster(&mock, 1, &[]).await;
+    let http = client();
+    let auth = format!("Bearer {}", switchyard_tests::cluster::MGMT_KEY);
+    let threshold = |v: &Value| {
+        v["settings"]["provider_breaker"]["apikey"]["failure_threshold"]["value"].as_u64()
+    };
+    let resp = http
+        .patch(format!("{}/api/resilience", cluster.nodes[0].admin_url()))
+        .header("authorization", &auth)
+        .json(&json!({"provider_breaker": {"apikey": {"failure_threshold": 3}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let patched: Value = resp.json().await.unwrap();
+    assert_eq!(threshold(&patched), Some(3), "{patched}");
+    let started = Instant::now();
+    for node in &cluster.nodes[1..] {
+        let url = format!("{}/api/resilience", node.admin_url());
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                let body: Value = http
+                    .get(&url)
+                    .header("authorization", &auth)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap_or(Value::Null);
+                threshold(&body) == Some(3)
+            })
+            .await,
+            "the patch did not reach {url}; log:\n{}",
+            node.log()
+        );
+    }
+    let elapsed = started.elapsed();
+    println!("settings patch applied on both peers after {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    // The shared document is readable by operators and carries a version.
+    let (version, doc) = store(&cluster.redis.url())
+        .settings_read()
+        .await
+        .unwrap()
+        .expect("settings in Redis");
+    assert!(version >= 1);
+    assert!(doc.contains("failure_threshold"), "{doc}");
+}
