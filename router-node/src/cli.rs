@@ -1,30 +1,24 @@
 //! The node's commands: run, check and demo.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use switchyard_shared::config::Config;
 
+use crate::clock::Clock;
 use crate::http::server;
+use crate::reload::{RuntimeCell, load_runtime};
 use crate::runtime::Runtime;
 
 /// `--check`: parse, validate, resolve secrets; print every problem; exit 0 or 1.
+/// A reload (SIGHUP) validates through the same [`load_runtime`].
 pub fn check(path: &Path) -> ExitCode {
-    let config = match Config::load(path) {
-        Ok(c) => c,
-        Err(errors) => {
-            for e in &errors.errors {
-                eprintln!("error: {e}");
-            }
-            return ExitCode::from(1);
-        }
-    };
     // Inside a runtime: the Redis client of redis mode spawns its connection task when built.
-    let built = actix_web::rt::System::new()
-        .block_on(async { Runtime::build(config, &|k| std::env::var(k).ok()) });
-    match built {
+    let loaded = actix_web::rt::System::new()
+        .block_on(async { load_runtime(path, &|k| std::env::var(k).ok(), Clock::new()) });
+    match loaded {
         Ok(rt) => {
             for w in &rt.settings_warnings {
                 eprintln!("warning: {w}");
@@ -53,7 +47,12 @@ pub fn run(path: &Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    serve(config, &|k| std::env::var(k).ok(), None)
+    serve_file(
+        config,
+        &|k| std::env::var(k).ok(),
+        None,
+        Some(path.to_owned()),
+    )
 }
 
 /// Builds the runtime, starts actors and both listeners, and serves until shutdown.
@@ -62,6 +61,16 @@ pub fn serve(
     config: Config,
     env: &dyn Fn(&str) -> Option<String>,
     banner: Option<String>,
+) -> ExitCode {
+    serve_file(config, env, banner, None)
+}
+
+/// [`serve`], reloading `path` on SIGHUP when given.
+fn serve_file(
+    config: Config,
+    env: &dyn Fn(&str) -> Option<String>,
+    banner: Option<String>,
+    path: Option<PathBuf>,
 ) -> ExitCode {
     let system = actix_web::rt::System::new();
     // Inside the system's runtime: the Redis client of redis mode spawns its connection task
@@ -78,42 +87,60 @@ pub fn serve(
     for w in &rt.settings_warnings {
         tracing::warn!("settings: {w}");
     }
+    let cell = match RuntimeCell::new(rt.clone(), path) {
+        Ok(cell) => Arc::new(cell),
+        Err(e) => {
+            tracing::error!("cannot register the metrics: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // Only the cell may keep the runtime: a reload retires the old one once nothing holds it.
+    drop(rt);
     let result = system.block_on(async move {
         let arbiter = actix::Arbiter::new();
-        if let Some(cluster) = &rt.cluster {
-            // Before the actors start, so every actor hands its changes to the writer.
-            let _ = rt.actor_stats.cluster.set(cluster.clone());
-            let current = rt.clone();
-            crate::cluster::start(cluster, Arc::new(move || current.clone()));
-        }
-        crate::actors::start_actors(
-            &rt.providers,
-            &rt.connections,
-            &rt.settings.load(),
-            &arbiter.handle(),
-            rt.actor_stats.clone(),
-        );
-        let (client, admin) = server::bind(rt.clone())?;
-        rt.lifecycle.ready.store(true, Ordering::Release);
-        tracing::info!(
-            node_id = %rt.node_id,
-            listen = %rt.config.server.listen,
-            admin_listen = %rt.config.server.admin_listen,
-            "switchyard-node ready"
-        );
+        let (client, admin) = {
+            let rt = cell.load();
+            if let Some(cluster) = &rt.cluster {
+                // Before the actors start, so every actor hands its changes to the writer.
+                // A reload carries both the cluster handle and the actor stats over.
+                let _ = rt.actor_stats.cluster.set(cluster.clone());
+                let current = cell.clone();
+                crate::cluster::start(cluster, Arc::new(move || current.load()));
+            }
+            crate::actors::start_actors(
+                &rt.providers,
+                &rt.connections,
+                &rt.settings.load(),
+                &arbiter.handle(),
+                rt.actor_stats.clone(),
+            );
+            let servers = server::bind(cell.clone())?;
+            rt.lifecycle.ready.store(true, Ordering::Release);
+            tracing::info!(
+                node_id = %rt.node_id,
+                listen = %rt.config.server.listen,
+                admin_listen = %rt.config.server.admin_listen,
+                "switchyard-node ready"
+            );
+            servers
+        };
         if let Some(b) = banner {
             eprintln!("{b}");
         }
         let signals = actix_web::rt::spawn(crate::lifecycle::handle_signals(
-            rt.clone(),
+            cell.clone(),
             client.handle(),
             admin.handle(),
+            arbiter.handle(),
         ));
         let out = futures_util::future::try_join(client, admin)
             .await
             .map(|_| ());
         signals.abort();
-        rt.lifecycle.draining.store(true, Ordering::Release);
+        cell.load()
+            .lifecycle
+            .draining
+            .store(true, Ordering::Release);
         arbiter.stop();
         out
     });

@@ -21,6 +21,7 @@ pub mod demo;
 pub mod http;
 pub mod lifecycle;
 pub mod metrics;
+pub mod reload;
 pub mod routing;
 pub mod runtime;
 pub mod state;

@@ -58,8 +58,13 @@ pub struct Runtime {
     /// The optional windowed provider cooldown (spec §1b); inert unless enabled.
     pub provider_cooldown: Mutex<ProviderCooldownTracker>,
     pub node_id: String,
-    pub lifecycle: Lifecycle,
-    pub stats: NodeStats,
+    /// Shared by every runtime of the process (a config reload hands them on).
+    pub lifecycle: Arc<Lifecycle>,
+    pub stats: Arc<NodeStats>,
+    /// 1 for the config the node started with, +1 per applied reload.
+    pub generation: u64,
+    /// When this config was loaded (Unix ms).
+    pub loaded_at_unix_ms: u64,
     pub actor_stats: Arc<ActorStats>,
     /// The Prometheus registry and the request path's metric handles.
     pub metrics: Arc<Metrics>,
@@ -80,13 +85,22 @@ impl Runtime {
         config: Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigErrors> {
+        Self::build_with_clock(config, env, Clock::new())
+    }
+
+    /// [`Runtime::build`] on an existing clock: a config reload keeps the node's time base, so
+    /// the deadlines it carries over (cooldowns, lockouts, breakers) keep their meaning.
+    pub fn build_with_clock(
+        config: Config,
+        env: &dyn Fn(&str) -> Option<String>,
+        clock: Clock,
+    ) -> Result<Self, ConfigErrors> {
         let secrets = config.resolve_secrets(env)?;
         let (settings_store, mut settings_warnings) =
             SettingsStore::load(env, EnvLayer::from_lookup(env));
         let built = settings::build(&config, settings_store.env(), &settings_store.persisted());
         settings_warnings.extend(built.warnings.iter().map(|w| w.to_string()));
         let values = built.values();
-        let clock = Clock::new();
         let index = ModelIndex::build(&config);
 
         let mut errors = Vec::new();
@@ -226,8 +240,12 @@ impl Runtime {
             affinity,
             provider_cooldown,
             node_id,
-            lifecycle: Lifecycle::default(),
-            stats: NodeStats::default(),
+            lifecycle: Arc::default(),
+            stats: Arc::default(),
+            generation: 1,
+            loaded_at_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             actor_stats,
             metrics: Arc::new(metrics),
             management_key_sha256: secrets.management_key_sha256,

@@ -21,15 +21,17 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use actix::dev::channel::AddressReceiver;
-use actix::{Actor, Addr, AsyncContext, Context, Handler, MessageResult, Recipient, Running};
+use actix::{
+    Actor, ActorContext, Addr, AsyncContext, Context, Handler, MessageResult, Recipient, Running,
+};
 use switchyard_shared::Millis;
 use switchyard_shared::breaker::{Breaker, BreakerEffect, BreakerProfile};
 
 use super::ActorStats;
 use super::connection::ConnectionActor;
 use super::messages::{
-    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped, GetBreakerStatus,
-    GetTransitionCount, ReleaseProbe, ResetBreaker, SetConnParams,
+    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped, GetBreaker,
+    GetBreakerStatus, GetTransitionCount, ReleaseProbe, ResetBreaker, Retire, SetConnParams,
 };
 use super::params::ConnActorParams;
 use crate::cluster::{Cluster, LocalChange};
@@ -125,6 +127,14 @@ impl ProviderBreakerActor {
         if let Some(cluster) = &self.cluster {
             cluster.emit(change(self.provider.id.clone()));
         }
+    }
+
+    /// Starts from `breaker` (carried over from the previous runtime on a config reload)
+    /// instead of a CLOSED one; `profile` still applies, since settings may have changed.
+    pub(super) fn with_breaker(mut self, mut breaker: Breaker, profile: BreakerProfile) -> Self {
+        breaker.set_profile(profile);
+        self.breaker = breaker;
+        self
     }
 
     /// Adds a connection to supervise; its actor starts with this actor. When `mailbox` is
@@ -306,6 +316,30 @@ impl Handler<GetTransitionCount> for ProviderBreakerActor {
 
     fn handle(&mut self, _: GetTransitionCount, _: &mut Self::Context) -> u64 {
         self.transitions
+    }
+}
+
+impl Handler<GetBreaker> for ProviderBreakerActor {
+    type Result = MessageResult<GetBreaker>;
+
+    fn handle(&mut self, _: GetBreaker, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.breaker.clone())
+    }
+}
+
+impl Handler<Retire> for ProviderBreakerActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Retire, ctx: &mut Self::Context) {
+        // Set first, so the children's death notices do not restart them.
+        self.stopping = true;
+        for child in &mut self.children {
+            if let Some(addr) = child.addr.take() {
+                addr.do_send(Retire);
+            }
+            child.handle.actor.store(None);
+        }
+        ctx.stop();
     }
 }
 

@@ -18,14 +18,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Actor, AsyncContext, Context, Handler, MessageResult, Recipient};
+use actix::{Actor, ActorContext, AsyncContext, Context, Handler, MessageResult, Recipient};
 use switchyard_shared::Millis;
 use switchyard_shared::cooldown::{self, ConnEvent, ConnState, Effect};
 use switchyard_shared::lockout::{LockoutScope, LockoutTable, ModelRef};
 
 use super::messages::{
     ApplyRemote, ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic,
-    ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, SetConnParams,
+    ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, Retire, SetConnParams,
     SetRateLimitProtection,
 };
 use super::params::ConnActorParams;
@@ -449,6 +449,14 @@ impl Handler<PruneLockouts> for ConnectionActor {
     fn handle(&mut self, msg: PruneLockouts, _: &mut Self::Context) -> usize {
         self.note_time(msg.at);
         self.prune(msg.at)
+    }
+}
+
+impl Handler<Retire> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Retire, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 

@@ -199,3 +199,16 @@ pub struct ApplyRemoteBreaker {
     pub retry_after_ms: Millis,
     pub at: Millis,
 }
+
+/// Config reload: a copy of the provider's breaker, to seed the breaker actor of the same
+/// provider in the new runtime (so an OPEN breaker stays open across a reload).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "switchyard_shared::breaker::Breaker")]
+pub struct GetBreaker;
+
+/// Config reload: the runtime this actor belongs to was replaced and no request uses it any
+/// more. A breaker actor forwards it to its connection actors, clears their addresses from
+/// the handles (breaking the handle/actor cycle) and stops; a connection actor stops.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Retire;

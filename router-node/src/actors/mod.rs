@@ -21,13 +21,14 @@ mod params;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, ArbiterHandle, Handler, Message};
 use switchyard_shared::Millis;
-use switchyard_shared::breaker::ProbeGeneration;
+use switchyard_shared::breaker::{Breaker, ProbeGeneration};
 use switchyard_shared::settings::ResilienceSettings;
 
 pub use breaker::{
@@ -70,6 +71,26 @@ pub fn start_actors(
     arbiter: &ArbiterHandle,
     stats: Arc<ActorStats>,
 ) {
+    start_actors_seeded(
+        providers,
+        connections,
+        settings,
+        arbiter,
+        stats,
+        &HashMap::new(),
+    );
+}
+
+/// [`start_actors`], with breakers carried over from a previous runtime (by provider id) on a
+/// config reload. Connection actors seed themselves from their handle's snapshot.
+pub fn start_actors_seeded(
+    providers: &[Arc<ProviderHandle>],
+    connections: &[Arc<ConnHandle>],
+    settings: &ResilienceSettings,
+    arbiter: &ArbiterHandle,
+    stats: Arc<ActorStats>,
+    breakers: &HashMap<String, Breaker>,
+) {
     for provider in providers {
         if provider.actor.get().is_some() {
             tracing::warn!(
@@ -81,6 +102,9 @@ pub fn start_actors(
         let category = provider.config.category;
         let profile = settings.breaker_profile(category);
         let mut breaker = ProviderBreakerActor::new(provider.clone(), profile, stats.clone());
+        if let Some(seed) = breakers.get(&*provider.id) {
+            breaker = breaker.with_breaker(seed.clone(), profile);
+        }
         for conn in connections
             .iter()
             .filter(|c| c.provider_idx == provider.idx)

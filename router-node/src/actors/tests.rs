@@ -578,3 +578,47 @@ async fn applied_settings_change_the_breaker_threshold_at_once() {
     assert_eq!(status.state, BreakerState::Open);
     assert_eq!(status.effective_reset_timeout, 1_000);
 }
+
+/// Config reload: a breaker handed over from an old actor seeds the new one (an OPEN breaker
+/// stays open), and retiring the old actors stops them and clears the connection's address.
+#[actix_rt::test]
+async fn breaker_hands_over_on_reload_and_retired_actors_stop() {
+    let mut settings = ResilienceSettings::default();
+    settings.provider_breaker.apikey.reset_timeout_ms = 1_000;
+    let old = start(&settings);
+    for i in 0..12 {
+        assert!(observe_breaker(
+            &old.provider,
+            &old.stats,
+            transient(10_000 + i)
+        ));
+    }
+    let old_breaker = breaker_addr(&old.provider);
+    let old_conn = conn_addr(&old.conn);
+    let handed = old_breaker.send(GetBreaker).await.expect("reply");
+
+    let provider = provider_handle(0, vec![0]);
+    let conn = conn_handle(0, 0);
+    let seeds = HashMap::from([(PROVIDER.to_owned(), handed)]);
+    start_actors_seeded(
+        std::slice::from_ref(&provider),
+        std::slice::from_ref(&conn),
+        &settings,
+        &Arbiter::current(),
+        old.stats.clone(),
+        &seeds,
+    );
+    let status = breaker_addr(&provider)
+        .send(GetBreakerStatus { at: 10_011 })
+        .await
+        .expect("reply");
+    assert_eq!(status.state, BreakerState::Open);
+
+    old_breaker.do_send(Retire);
+    eventually("old actors stopped", || {
+        !old_breaker.connected() && !old_conn.connected() && old.conn.actor.load().is_none()
+    })
+    .await;
+    assert_eq!(old.stats.restarts.load(Ordering::Relaxed), 0);
+    assert!(conn_addr(&conn).connected(), "the new actor keeps running");
+}

@@ -14,7 +14,6 @@
 //! never by the key.
 
 use std::future::{Ready, ready};
-use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
@@ -22,7 +21,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::ApiError;
-use crate::runtime::Runtime;
+use crate::reload::RuntimeCell;
 
 /// An authenticated management caller (use it as a handler argument).
 #[derive(Debug, Clone)]
@@ -41,7 +40,10 @@ impl FromRequest for ManagementKey {
 }
 
 fn authenticate(req: &HttpRequest) -> Result<ManagementKey, ApiError> {
-    let Some(rt) = req.app_data::<web::Data<Arc<Runtime>>>() else {
+    let Some(rt) = req
+        .app_data::<web::Data<RuntimeCell>>()
+        .map(|cell| cell.load())
+    else {
         return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",

@@ -28,6 +28,7 @@ use super::common::{
 use super::views::{self, ConnClass};
 use super::{ACTOR_TIMEOUT, MAX_LIST};
 use crate::actors::{ClearCooldown, ClearLockouts, ClearResult, ConnectionActor, Reinstate};
+use crate::reload::Rt;
 use crate::runtime::Runtime;
 use crate::state::ConnHandle;
 
@@ -77,11 +78,7 @@ fn meta(total: usize, returned: usize) -> Value {
 // === model cooldowns ===
 
 /// `GET /api/resilience/model-cooldowns[?provider=]`: active lockouts, longest first.
-pub async fn list_model_cooldowns(
-    rt: web::Data<Arc<Runtime>>,
-    _key: ManagementKey,
-    req: HttpRequest,
-) -> ApiResult {
+pub async fn list_model_cooldowns(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
     let query: ProviderQuery = parse_query(&req)?;
     let conns = connections_of(&rt, query.provider.as_deref())?;
     let now = Now::read(&rt);
@@ -113,7 +110,7 @@ struct DeleteLockouts {
 
 /// `DELETE /api/resilience/model-cooldowns`: `{provider, connection?, model?}` or `{all:true}`.
 pub async fn delete_model_cooldowns(
-    rt: web::Data<Arc<Runtime>>,
+    rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,
@@ -210,11 +207,7 @@ fn field_error(field: &str, message: &str) -> ApiError {
 // === cooldown manager ===
 
 /// `GET /api/resilience/cooldowns[?provider=]`.
-pub async fn list_cooldowns(
-    rt: web::Data<Arc<Runtime>>,
-    _key: ManagementKey,
-    req: HttpRequest,
-) -> ApiResult {
+pub async fn list_cooldowns(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
     let query: ProviderQuery = parse_query(&req)?;
     let conns = connections_of(&rt, query.provider.as_deref())?;
     let now = Now::read(&rt);
@@ -241,7 +234,7 @@ struct ClearBody {
 
 /// `POST /api/resilience/cooldowns`: `{connectionIds:[…]}` or `{all:true, provider?}`.
 pub async fn clear_cooldowns(
-    rt: web::Data<Arc<Runtime>>,
+    rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,
@@ -364,11 +357,7 @@ struct ConnectionsQuery {
 }
 
 /// `GET /api/resilience/connections[?provider=&limit=]`.
-pub async fn list_connections(
-    rt: web::Data<Arc<Runtime>>,
-    _key: ManagementKey,
-    req: HttpRequest,
-) -> ApiResult {
+pub async fn list_connections(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
     let query: ConnectionsQuery = parse_query(&req)?;
     let limit = query.limit.unwrap_or(MAX_LIST);
     if !(1..=MAX_LIST).contains(&limit) {
@@ -423,11 +412,7 @@ pub async fn list_connections(
 }
 
 /// `POST /api/resilience/connections/{id}/reinstate`: clears a terminal state (audited).
-pub async fn reinstate(
-    rt: web::Data<Arc<Runtime>>,
-    key: ManagementKey,
-    path: web::Path<String>,
-) -> ApiResult {
+pub async fn reinstate(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiResult {
     let id = path.into_inner();
     let conn = rt
         .connections

@@ -8,10 +8,9 @@
 //! from its published snapshot, marked `stale`, and the node reports `degraded`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use actix_web::{HttpResponse, web};
+use actix_web::HttpResponse;
 use serde_json::{Value, json};
 use switchyard_shared::breaker::BreakerState;
 use switchyard_shared::config::ClusterMode;
@@ -20,9 +19,9 @@ use super::MAX_LIST;
 use super::auth::ManagementKey;
 use super::common::{ApiResult, Now};
 use super::views::{self, ConnClass};
-use crate::runtime::Runtime;
+use crate::reload::Rt;
 
-pub async fn health(rt: web::Data<Arc<Runtime>>, _key: ManagementKey) -> ApiResult {
+pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
     let rt = rt.get_ref();
     let now = Now::read(rt);
     let statuses = views::breaker_statuses(rt, &now).await;
@@ -171,6 +170,7 @@ pub async fn health(rt: web::Data<Arc<Runtime>>, _key: ManagementKey) -> ApiResu
         "cluster": cluster,
         "cluster_degraded": cluster_degraded,
         "inFlight": rt.stats.inflight.load(Ordering::Relaxed).max(0),
+        "config": {"generation": rt.generation, "loadedAt": rt.loaded_at_unix_ms},
         "circuitBreakers": {
             "open": breaker_counts[0],
             "halfOpen": breaker_counts[1],

@@ -8,8 +8,6 @@
 //! opt an auto-enabled connection out. The toggle lives in the connection's actor and lasts
 //! until the node restarts; the config file is the durable place for it.
 
-use std::sync::Arc;
-
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -19,10 +17,10 @@ use super::common::{ApiError, ApiResult, connection_idx, require_json};
 use super::cooldowns::ask;
 use super::views;
 use crate::actors::SetRateLimitProtection;
-use crate::runtime::Runtime;
+use crate::reload::Rt;
 
 /// `GET /api/rate-limits`.
-pub async fn list(rt: web::Data<Arc<Runtime>>, _key: ManagementKey) -> ApiResult {
+pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
     let settings = rt.settings.load();
     let (mut queued, mut executing) = (0u64, 0u64);
     let rows: Vec<Value> = rt
@@ -79,7 +77,7 @@ struct Toggle {
 
 /// `POST /api/rate-limits {connectionId, enabled}`.
 pub async fn toggle(
-    rt: web::Data<Arc<Runtime>>,
+    rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,

@@ -24,6 +24,7 @@ use super::ACTOR_TIMEOUT;
 use super::auth::ManagementKey;
 use super::common::{ApiError, ApiResult, Now, provider_idx, read_json, read_raw};
 use crate::actors::{ApplySettings, ResetBreaker};
+use crate::reload::Rt;
 use crate::runtime::Runtime;
 
 /// Settings that are read once when the node starts: a patch stores them, a restart applies
@@ -44,7 +45,7 @@ const RESTART_REQUIRED: &[&str] = &[
 const NOT_APPLIED: &[&str] = &["provider_error_rules", "session_leases"];
 
 /// `GET /api/resilience`.
-pub async fn get_settings(rt: web::Data<Arc<Runtime>>, _key: ManagementKey) -> ApiResult {
+pub async fn get_settings(rt: Rt, _key: ManagementKey) -> ApiResult {
     Ok(HttpResponse::Ok().json(settings_body(&rt)))
 }
 
@@ -115,7 +116,7 @@ fn leaf_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
 
 /// `PATCH /api/resilience`.
 pub async fn patch_settings(
-    rt: web::Data<Arc<Runtime>>,
+    rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,
@@ -228,7 +229,7 @@ struct ResetBody {
 
 /// `POST /api/resilience/reset`: every breaker, or `{"provider": id}`.
 pub async fn reset_breakers(
-    rt: web::Data<Arc<Runtime>>,
+    rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,

@@ -1,11 +1,10 @@
 //! Admin listener: probes (no bearer). The management API is added on top of these.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use actix_web::{HttpResponse, web};
 
-use crate::runtime::Runtime;
+use crate::reload::Rt;
 
 /// Liveness: the process is serving.
 pub async fn healthz() -> HttpResponse {
@@ -13,7 +12,7 @@ pub async fn healthz() -> HttpResponse {
 }
 
 /// Readiness: config loaded and actors started, and not draining.
-pub async fn readyz(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
+pub async fn readyz(rt: Rt) -> HttpResponse {
     let ready = rt.lifecycle.ready.load(Ordering::Acquire);
     let draining = rt.lifecycle.draining.load(Ordering::Acquire);
     if ready && !draining {
@@ -31,7 +30,7 @@ pub async fn readyz(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
 
 /// Test hook (only registered with `SWITCHYARD_TEST_HOOKS=1`): makes a connection's actor panic
 /// inside a handler, so black-box tests can prove supervision restarts it with state intact.
-pub async fn inject_panic(rt: web::Data<Arc<Runtime>>, path: web::Path<String>) -> HttpResponse {
+pub async fn inject_panic(rt: Rt, path: web::Path<String>) -> HttpResponse {
     let Some(conn) = rt.connection(&path) else {
         return HttpResponse::NotFound().json(serde_json::json!({"error": {"message": "unknown connection", "type": "invalid_request_error", "code": "connection_not_found"}}));
     };
@@ -45,7 +44,7 @@ pub async fn inject_panic(rt: web::Data<Arc<Runtime>>, path: web::Path<String>) 
 }
 
 /// Test hook: actor restarts so far.
-pub async fn actor_restarts(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
+pub async fn actor_restarts(rt: Rt) -> HttpResponse {
     HttpResponse::Ok()
         .json(serde_json::json!({"restarts": rt.actor_stats.restarts.load(Ordering::Relaxed)}))
 }

@@ -22,31 +22,20 @@ use super::errors::{ClientFormat, GatewayError};
 use super::{ingress, scrub};
 use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
+use crate::reload::Rt;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
 use crate::upstream::{AttemptFailure, StreamEnd};
 
-pub async fn chat_completions(
-    rt: web::Data<Arc<Runtime>>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> HttpResponse {
+pub async fn chat_completions(rt: Rt, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     handle(rt.get_ref().clone(), req, payload, ClientFormat::OpenAiChat).await
 }
 
-pub async fn messages(
-    rt: web::Data<Arc<Runtime>>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> HttpResponse {
+pub async fn messages(rt: Rt, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     handle(rt.get_ref().clone(), req, payload, ClientFormat::Anthropic).await
 }
 
-pub async fn responses(
-    rt: web::Data<Arc<Runtime>>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> HttpResponse {
+pub async fn responses(rt: Rt, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     handle(
         rt.get_ref().clone(),
         req,
@@ -57,7 +46,7 @@ pub async fn responses(
 }
 
 /// `GET /v1/models`: configured models and combos in OpenAI's list shape (no secrets).
-pub async fn models(rt: web::Data<Arc<Runtime>>, req: HttpRequest) -> HttpResponse {
+pub async fn models(rt: Rt, req: HttpRequest) -> HttpResponse {
     let timer = rt.metrics.start_request(Route::Models);
     if let Err(e) = rt.keys.authenticate(req.headers()) {
         timer.finish(e.status.as_u16(), Duration::ZERO);

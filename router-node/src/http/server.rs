@@ -6,10 +6,14 @@ use std::time::Duration;
 use actix_web::{App, HttpServer, web};
 
 use super::{admin_routes, client_routes};
-use crate::runtime::Runtime;
+use crate::reload::RuntimeCell;
 
-/// Builds and binds both servers; returns them ready to run.
-pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_web::dev::Server)> {
+/// Builds and binds both servers; returns them ready to run. Handlers load the current
+/// runtime from `cell` per request; listeners and workers come from the first one.
+pub fn bind(
+    cell: Arc<RuntimeCell>,
+) -> std::io::Result<(actix_web::dev::Server, actix_web::dev::Server)> {
+    let rt = cell.load();
     let cfg = &rt.config.server;
     let workers = if cfg.workers == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -22,7 +26,7 @@ pub fn bind(rt: Arc<Runtime>) -> std::io::Result<(actix_web::dev::Server, actix_
     let client_addr = cfg.listen_addr().map_err(std::io::Error::other)?;
     let admin_addr = cfg.admin_listen_addr().map_err(std::io::Error::other)?;
 
-    let data = web::Data::new(rt.clone());
+    let data = web::Data::from(cell);
     let client = HttpServer::new({
         let data = data.clone();
         move || {

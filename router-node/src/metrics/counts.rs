@@ -31,6 +31,14 @@ impl TransitionCounts {
         self.cell(from, to).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// Adds `other`'s counts (a config reload hands a provider's counts to its new handle, so
+    /// the exported counter does not reset).
+    pub fn add(&self, other: &TransitionCounts) {
+        for (row, other_row) in self.0.iter().zip(&other.0) {
+            add_all(row, other_row);
+        }
+    }
+
     fn cell(&self, from: BreakerLabel, to: BreakerLabel) -> Option<&AtomicU64> {
         self.0.get(from.index())?.get(to.index())
     }
@@ -48,10 +56,21 @@ impl CooldownCounts {
         }
     }
 
+    /// Adds `other`'s counts (see [`TransitionCounts::add`]).
+    pub fn add(&self, other: &CooldownCounts) {
+        add_all(&self.0, &other.0);
+    }
+
     /// Cooldowns so far for `reason`.
     pub fn get(&self, reason: CooldownReason) -> u64 {
         self.0
             .get(reason.index())
             .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+fn add_all(into: &[AtomicU64], from: &[AtomicU64]) {
+    for (a, b) in into.iter().zip(from) {
+        a.fetch_add(b.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 }

@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use actix_web::{HttpResponse, web};
+use actix_web::HttpResponse;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
     Registry, TextEncoder,
@@ -64,9 +64,9 @@ use labels::{
 
 use crate::actors::ActorStats;
 use crate::clock::Clock;
+use crate::reload::Rt;
 use crate::routing::report::TargetSkip;
 use crate::routing::{Routed, RoutedBody};
-use crate::runtime::Runtime;
 use crate::state::{ConnHandle, ProviderHandle};
 use crate::upstream::{AttemptResult, StreamEnd};
 
@@ -154,6 +154,44 @@ struct ProviderMetrics {
     other_tokens: TokenCounters,
 }
 
+/// The families with a provider label, kept to resolve the children of a reloaded config.
+#[derive(Clone)]
+struct ProviderFamilies {
+    upstream_duration: HistogramVec,
+    ttfc: HistogramVec,
+    tokens: IntCounterVec,
+}
+
+impl ProviderFamilies {
+    /// The request path's handles of every provider, in the order of `providers`.
+    fn resolve(
+        &self,
+        config: &Config,
+        providers: &[Arc<ProviderHandle>],
+    ) -> prometheus::Result<Vec<ProviderMetrics>> {
+        let mut out = Vec::with_capacity(providers.len());
+        for p in providers {
+            let id = &*p.id;
+            let model_tokens = |model: &str| {
+                children(TokenType::labels(), |t| {
+                    self.tokens.get_metric_with_label_values(&[id, model, t])
+                })
+            };
+            let mut per_model = HashMap::new();
+            for model in configured_models(config, id) {
+                per_model.insert(Box::from(model), model_tokens(model)?);
+            }
+            out.push(ProviderMetrics {
+                upstream_duration: self.upstream_duration.get_metric_with_label_values(&[id])?,
+                time_to_first_content: self.ttfc.get_metric_with_label_values(&[id])?,
+                tokens: per_model,
+                other_tokens: model_tokens(OTHER)?,
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// The node's registry and the handles the request path records into.
 pub struct Metrics {
     registry: Registry,
@@ -161,6 +199,7 @@ pub struct Metrics {
     request_duration: [Histogram; Route::COUNT],
     overhead: [Histogram; Route::COUNT],
     providers: Vec<ProviderMetrics>,
+    provider_families: ProviderFamilies,
     queue_wait: Histogram,
     rejections: [IntCounter; RejectionType::COUNT],
     skips: Arc<SkipCounters>,
@@ -302,25 +341,12 @@ impl Metrics {
             "Tokens reported in upstream usage objects, by provider, configured model and type.",
             &["provider", "model", "token_type"],
         )?;
-        let mut provider_metrics = Vec::with_capacity(providers.len());
-        for p in providers {
-            let id = &*p.id;
-            let model_tokens = |model: &str| {
-                children(TokenType::labels(), |t| {
-                    tokens.get_metric_with_label_values(&[id, model, t])
-                })
-            };
-            let mut per_model = HashMap::new();
-            for model in configured_models(config, id) {
-                per_model.insert(Box::from(model), model_tokens(model)?);
-            }
-            provider_metrics.push(ProviderMetrics {
-                upstream_duration: upstream_duration.get_metric_with_label_values(&[id])?,
-                time_to_first_content: ttfc.get_metric_with_label_values(&[id])?,
-                tokens: per_model,
-                other_tokens: model_tokens(OTHER)?,
-            });
-        }
+        let provider_families = ProviderFamilies {
+            upstream_duration,
+            ttfc,
+            tokens,
+        };
+        let provider_metrics = provider_families.resolve(config, providers)?;
 
         let queue_wait = Histogram::with_opts(
             HistogramOpts::new(
@@ -384,12 +410,51 @@ impl Metrics {
             request_duration,
             overhead,
             providers: provider_metrics,
+            provider_families,
             queue_wait,
             rejections,
             skips: Arc::new(SkipCounters(skips)),
             fallbacks,
             watchdog_aborts,
             in_flight,
+        })
+    }
+
+    /// The metrics of a reloaded config, continuing these: the same registry and families
+    /// (counters keep counting, a scrape sees no reset), the provider children resolved for
+    /// `providers`, and the scrape-time collector swapped for one over the new handles. Series
+    /// of removed providers stay at their last values until the process restarts.
+    pub fn continued(
+        &self,
+        config: &Config,
+        providers: &[Arc<ProviderHandle>],
+        connections: &[Arc<ConnHandle>],
+        clock: Clock,
+        actor_stats: Arc<ActorStats>,
+    ) -> prometheus::Result<Self> {
+        let provider_metrics = self.provider_families.resolve(config, providers)?;
+        // Unregistering matches by descriptors, so an empty collector stands for the old one.
+        let old = StateCollector::new(Vec::new(), Vec::new(), clock, actor_stats.clone())?;
+        self.registry.unregister(Box::new(old))?;
+        self.registry.register(Box::new(StateCollector::new(
+            providers.to_vec(),
+            connections.to_vec(),
+            clock,
+            actor_stats,
+        )?))?;
+        Ok(Self {
+            registry: self.registry.clone(),
+            requests: self.requests.clone(),
+            request_duration: self.request_duration.clone(),
+            overhead: self.overhead.clone(),
+            providers: provider_metrics,
+            provider_families: self.provider_families.clone(),
+            queue_wait: self.queue_wait.clone(),
+            rejections: self.rejections.clone(),
+            skips: self.skips.clone(),
+            fallbacks: self.fallbacks.clone(),
+            watchdog_aborts: self.watchdog_aborts.clone(),
+            in_flight: self.in_flight.clone(),
         })
     }
 
@@ -595,7 +660,7 @@ impl Drop for RequestTimer {
 }
 
 /// `GET /metrics` (admin listener, no authentication): the text exposition format.
-pub async fn scrape(rt: web::Data<Arc<Runtime>>) -> HttpResponse {
+pub async fn scrape(rt: Rt) -> HttpResponse {
     let text = rt.metrics.encode().and_then(|mut text| {
         // The cluster families live in the cluster's own registry (it outlives a runtime).
         if let Some(cluster) = &rt.cluster {

@@ -11,6 +11,7 @@ use super::labels::{
 };
 use super::*;
 use crate::routing::report::TargetSkip;
+use crate::runtime::Runtime;
 
 const CONFIG: &str = r#"
 [server]
@@ -443,4 +444,44 @@ fn upstream_wait_adds_up() {
     w.add(Duration::from_micros(250));
     assert_eq!(w.get(), Duration::from_micros(3250));
     let _ = Arc::new(w);
+}
+
+/// A reloaded config continues the registry: earlier counts stay, the new provider set gets
+/// its children and the state collector follows the new handles.
+#[test]
+fn continued_metrics_keep_counts_and_follow_the_new_handles() {
+    let old = runtime();
+    let listed = old.provider_by_id["listed"];
+    let usage = Usage {
+        input: Some(4),
+        output: None,
+        cache_read: None,
+        cache_creation: None,
+    };
+    old.metrics.usage(listed, "gpt-4o-mini", &usage);
+    let reduced = CONFIG
+        .replace("id = \"open-1\"", "id = \"open-2\"")
+        .replace("{ \"capped-model\" = 2 }", "{}");
+    let next = Runtime::build(Config::from_toml_str(&reduced).unwrap(), &|k| {
+        (k == "KEY").then(|| "sk-test".to_owned())
+    })
+    .unwrap();
+    let m = old
+        .metrics
+        .continued(
+            &next.config,
+            &next.providers,
+            &next.connections,
+            next.clock,
+            next.actor_stats.clone(),
+        )
+        .unwrap();
+    m.usage(next.provider_by_id["listed"], "gpt-4o-mini", &usage);
+    let text = m.encode().unwrap();
+    let tokens = "switchyard_gen_ai_client_token_usage_total";
+    let labels = "model=\"gpt-4o-mini\",provider=\"listed\",token_type=\"input\"";
+    assert_eq!(sample(&text, tokens, labels), Some(8.0), "{text}");
+    assert!(text.contains("connection=\"open-2\""), "{text}");
+    assert!(!text.contains("connection=\"open-1\""), "{text}");
+    assert_eq!(text, old.metrics.encode().unwrap(), "one registry");
 }

@@ -229,13 +229,20 @@ impl RedisStore {
                 if f.len() != 4 {
                     return Err(super::script_reply::protocol(CMD, "HMGET arity"));
                 }
-                let until = uint_or_zero(CMD, &f[0])?;
+                let remaining_ms = uint_or_zero(CMD, &f[0])?.saturating_sub(now);
+                let terminal = opt_enum(CMD, &f[3])?;
+                // The hash outlives its cooldown (for the level); a lapsed cooldown has no reason.
+                let reason = if remaining_ms > 0 || terminal.is_some() {
+                    opt_enum(CMD, &f[2])?
+                } else {
+                    None
+                };
                 Ok(ConnRecord {
                     conn: (*conn).to_owned(),
-                    remaining_ms: until.saturating_sub(now),
+                    remaining_ms,
                     backoff_level: u32_or_zero(CMD, &f[1])?,
-                    reason: opt_enum(CMD, &f[2])?,
-                    terminal: opt_enum(CMD, &f[3])?,
+                    reason,
+                    terminal,
                 })
             })
             .collect()

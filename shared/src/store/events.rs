@@ -62,8 +62,9 @@ pub enum SubscriberEvent {
 pub struct Subscriber;
 
 impl Subscriber {
-    /// Starts the task. Messages are dropped (and counted) when `capacity` is full;
-    /// `Connected`/`Disconnected` are never dropped.
+    /// Starts the task on the current tokio runtime (call it from inside one). Messages are
+    /// dropped (and counted) when `capacity` is full; `Connected`/`Disconnected` are never
+    /// dropped: the task waits for room instead.
     pub fn spawn(
         client: redis::Client,
         channel: String,

@@ -12,6 +12,11 @@
 //! - [`RedisStore`]: the connection (a `ConnectionManager`), the timeout on every command, the
 //!   health gate and the command observer (latency/error metrics). The operations live in
 //!   one module per concern, each with its versioned Lua scripts under `lua/`.
+//! - [`connections`], [`lockouts`]: extend-only cooldowns, sticky terminal states and model
+//!   lockouts, with the cluster-wide thundering-herd guard inside the scripts.
+//! - [`breaker`]: windowed failure counting, transitions and the single fenced half-open probe.
+//! - [`settings`], [`membership`]: versioned runtime settings and node heartbeats (JSON).
+//! - [`events`]: publishing wire events and the pub/sub subscriber that reports reconnects.
 //! - [`leases`]: fenced leases (exclusive session leases, the coordinator's leader lease);
 //!   [`embedded`] is the same lease semantics in process for embedded mode.
 //! - [`permits`]: cluster-wide `max_concurrent` as leased blocks of permits per node.
@@ -20,23 +25,23 @@
 //! Every script takes its time from Redis (`TIME`), never from a node clock, and script names
 //! carry a version (`_v1`) so two releases can run side by side during a rolling deploy.
 
-mod breaker;
+pub mod breaker;
 pub mod buckets;
-mod connections;
+pub mod connections;
 pub mod embedded;
 mod error;
-mod events;
+pub mod events;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
 pub mod leases;
-mod lockouts;
-mod membership;
+pub mod lockouts;
+pub mod membership;
 pub mod permits;
 mod redis_store;
 mod replies;
 mod script_reply;
-mod settings;
+pub mod settings;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use buckets::BucketResult;

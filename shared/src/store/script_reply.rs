@@ -49,7 +49,7 @@ pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, StoreError> {
         Value::Int(i) => Ok(*i),
         Value::BulkString(bytes) => std::str::from_utf8(bytes)
             .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
+            .and_then(|s| parse_integer(s.trim()))
             .ok_or_else(|| protocol(command, format!("expected an integer, got {v:?}"))),
         Value::SimpleString(s) => s
             .trim()
@@ -60,6 +60,20 @@ pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, StoreError> {
             format!("expected an integer, got {other:?}"),
         )),
     }
+}
+
+/// Lua numbers are doubles: Redis writes a huge one in exponent form (`1.2e+19`). Accept an
+/// integral value written that way rather than fail on a number that is merely large.
+fn parse_integer(s: &str) -> Option<i64> {
+    if let Ok(i) = s.parse::<i64>() {
+        return Some(i);
+    }
+    let f = s.parse::<f64>().ok()?;
+    // The bounds are exact powers of two, so the cast below cannot wrap.
+    (f.is_finite()
+        && f.fract() == 0.0
+        && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f))
+    .then_some(f as i64)
 }
 
 /// A non-negative integer; nil reads as 0 (an absent hash field).
@@ -122,4 +136,73 @@ pub(crate) fn time_ms(command: &'static str, v: Value) -> Result<Millis, StoreEr
     let secs = uint_or_zero(command, &parts[0])?;
     let micros = uint_or_zero(command, &parts[1])?;
     Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{FailureReason, TerminalStatus};
+
+    const C: &str = "test";
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn integers_come_as_ints_or_decimal_strings() {
+        assert_eq!(int(C, &Value::Int(-3)).unwrap(), -3);
+        assert_eq!(int(C, &bulk("42")).unwrap(), 42);
+        assert_eq!(uint_or_zero(C, &Value::Nil).unwrap(), 0);
+        assert!(matches!(
+            int(C, &bulk("x")),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert!(matches!(
+            uint_or_zero(C, &Value::Int(-1)),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert!(matches!(
+            u32_or_zero(C, &Value::Int(1 << 40)),
+            Err(StoreError::Protocol { .. })
+        ));
+    }
+
+    #[test]
+    fn enums_use_their_serde_names() {
+        assert_eq!(
+            opt_enum::<FailureReason>(C, &bulk("rate_limit_exceeded")).unwrap(),
+            Some(FailureReason::RateLimitExceeded)
+        );
+        assert_eq!(
+            opt_enum::<TerminalStatus>(C, &bulk("credits_exhausted")).unwrap(),
+            Some(TerminalStatus::CreditsExhausted)
+        );
+        assert_eq!(opt_enum::<TerminalStatus>(C, &bulk("")).unwrap(), None);
+        assert_eq!(opt_enum::<TerminalStatus>(C, &Value::Nil).unwrap(), None);
+        assert!(matches!(
+            opt_enum::<TerminalStatus>(C, &bulk("gone")),
+            Err(StoreError::Protocol { .. })
+        ));
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        assert!(matches!(
+            array(C, Value::Int(1)),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert!(matches!(
+            array_of(C, Value::Array(vec![Value::Nil]), 2),
+            Err(StoreError::Protocol { .. })
+        ));
+        assert_eq!(
+            time_ms(C, Value::Array(vec![bulk("1700000000"), bulk("123456")])).unwrap(),
+            1_700_000_000_123
+        );
+        assert!(matches!(
+            time_ms(C, Value::Nil),
+            Err(StoreError::Protocol { .. })
+        ));
+    }
 }

@@ -8,7 +8,8 @@ if s.phase == 'open' then
   end
 elseif s.phase == 'half_open' then
   local pttl = redis.call('PTTL', KEYS[3])
-  if pttl > 0 or pttl == -1 then
+  -- A probe lease always has a TTL; only a live one blocks (a missing TTL must not wedge it).
+  if pttl > 0 then
     return {0, math.max(pttl, 0)}
   end
 else
