@@ -369,6 +369,80 @@ mod tests {
         assert!(matches!(cluster, Ok(None)));
     }
 
+    fn redis_cluster() -> Arc<Cluster> {
+        let cfg = ClusterConfig {
+            mode: ClusterMode::Redis,
+            redis_url: "redis://127.0.0.1:1/0".to_owned(),
+            ..ClusterConfig::default()
+        };
+        match Cluster::from_config(&cfg, "n1", &|_| None, None) {
+            Ok(Some(c)) => c,
+            _ => unreachable!("redis mode builds a cluster handle"),
+        }
+    }
+
+    #[tokio::test]
+    async fn live_nodes_is_at_least_one_and_follows_the_heartbeats() {
+        let c = redis_cluster();
+        assert_eq!(c.live_nodes(), 1, "unknown counts as this node alone");
+        c.sync.set_live_nodes(3);
+        assert_eq!(c.live_nodes(), 3);
+        c.sync.set_live_nodes(0);
+        assert_eq!(c.live_nodes(), 1);
+        assert!(c.degraded(), "not subscribed yet");
+    }
+
+    #[tokio::test]
+    async fn changes_wait_for_replay_when_the_writer_is_gone_and_come_out_in_order() {
+        let c = redis_cluster();
+        drop(c.take_writer_rx());
+        for i in 0..3u32 {
+            c.emit(LocalChange::Cooldown {
+                conn: Arc::from("k"),
+                duration_ms: 1000,
+                level: i,
+                reason: switchyard_shared::outcome::FailureReason::RateLimitExceeded,
+                last_error: String::new(),
+            });
+        }
+        assert_eq!(c.replay_depth(), 3);
+        let first = c.pop_replay().map(|s| s.change);
+        assert!(matches!(
+            first,
+            Some(LocalChange::Cooldown { level: 0, .. })
+        ));
+        assert!(
+            c.take_writer_rx().is_none(),
+            "the receiver is handed out once"
+        );
+    }
+
+    #[tokio::test]
+    async fn probe_bindings_are_taken_once() {
+        let c = redis_cluster();
+        let p: Arc<str> = Arc::from("openai");
+        c.bind_probe(&p, 7, 42);
+        assert_eq!(c.take_probe(&p, 7), Some(42));
+        assert_eq!(c.take_probe(&p, 7), None);
+        c.set_probe_denied(&p, Some(500));
+        assert_eq!(c.probe_denied_until(&p), Some(500));
+        c.set_probe_denied(&p, None);
+        assert_eq!(c.probe_denied_until(&p), None);
+    }
+
+    #[test]
+    fn shared_breaker_params_follow_the_profile() {
+        let profile = BreakerProfile::default();
+        let p = breaker_params(&profile);
+        assert_eq!(p.failure_threshold, profile.failure_threshold);
+        assert_eq!(p.reset_timeout_ms, profile.reset_timeout_ms);
+        assert_eq!(
+            p.max_reset_timeout_ms,
+            profile.reset_timeout_ms * u64::from(profile.max_backoff_multiplier)
+        );
+        assert!(p.window_ms >= BREAKER_WINDOW_MS);
+    }
+
     #[tokio::test]
     async fn env_url_overrides_the_file_and_is_redacted() {
         let cfg = ClusterConfig {
