@@ -417,7 +417,15 @@ impl Handler<ApplyRemoteBreaker> for ProviderBreakerActor {
             _ => msg.generation < self.cluster_generation,
         };
         if stale {
-            return;
+            if !(msg.resync && msg.generation < self.cluster_generation) {
+                return;
+            }
+            // The shared generation went backwards: Redis lost its data (a restart without
+            // persistence). Count from its generation again, but never close on that alone.
+            self.cluster_generation = msg.generation;
+            if msg.to == BreakerPhase::Closed {
+                return;
+            }
         }
         self.cluster_generation = msg.generation;
         let to = match msg.to {

@@ -198,6 +198,8 @@ pub struct ApplyRemoteBreaker {
     pub generation: u64,
     pub retry_after_ms: Millis,
     pub at: Millis,
+    /// Read by a resync (the shared state now), rather than announced by an event.
+    pub resync: bool,
 }
 
 /// Config reload: a copy of the provider's breaker, to seed the breaker actor of the same

@@ -41,13 +41,15 @@ pub fn to_connection(rt: &Runtime, conn: &str, change: RemoteConn) -> Applied {
     }
 }
 
-/// Sends a cluster breaker phase to `provider`'s breaker actor.
+/// Sends a cluster breaker phase to `provider`'s breaker actor (`resync`: read from the keys
+/// rather than announced).
 pub fn to_breaker(
     rt: &Runtime,
     provider: &str,
     to: BreakerPhase,
     generation: u64,
     retry_after_ms: Millis,
+    resync: bool,
 ) -> Applied {
     let Some(addr) = rt.provider(provider).and_then(|p| p.actor.get()) else {
         return Applied::Dropped;
@@ -57,6 +59,7 @@ pub fn to_breaker(
         generation,
         retry_after_ms,
         at: rt.clock.now(),
+        resync,
     });
     Applied::Applied
 }
@@ -129,7 +132,7 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
             generation,
             retry_after_ms,
             ..
-        } => to_breaker(rt, provider, *to, *generation, *retry_after_ms),
+        } => to_breaker(rt, provider, *to, *generation, *retry_after_ms, false),
         WireEvent::SettingsVersion { .. } | WireEvent::LeaseEvent { .. } => Applied::NotForActors,
     }
 }

@@ -167,7 +167,14 @@ pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
     let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
     for b in store.read_breakers(&providers).await? {
         if b.phase != BreakerPhase::Closed || b.generation > 0 {
-            remote::to_breaker(rt, &b.provider, b.phase, b.generation, b.retry_after_ms);
+            remote::to_breaker(
+                rt,
+                &b.provider,
+                b.phase,
+                b.generation,
+                b.retry_after_ms,
+                true,
+            );
         }
     }
     settings::pull(cluster, rt, None).await?;

@@ -290,6 +290,7 @@ async fn breaker_changed(
         after.phase,
         after.generation,
         after.retry_after_ms,
+        false,
     );
     if after.phase != BreakerPhase::HalfOpen || change.before != BreakerPhase::HalfOpen {
         tracing::info!(
