@@ -137,6 +137,11 @@ fn serve_file(
             .await
             .map(|_| ());
         signals.abort();
+        if let Some(cluster) = &cell.load().cluster {
+            // Leave the membership at once rather than after the heartbeat TTL (bounded by the
+            // Redis timeout; a failure only means the key expires on its own).
+            let _ = cluster.store.remove_node(&cluster.node_id).await;
+        }
         cell.load()
             .lifecycle
             .draining
