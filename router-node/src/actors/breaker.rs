@@ -214,14 +214,22 @@ impl Handler<BreakerObserve> for ProviderBreakerActor {
             match (msg.generation, msg.outcome) {
                 (_, BreakerOutcome::Ignore) => {}
                 (Some(local), outcome) => {
-                    if let Some(generation) = cluster.take_probe(&self.provider.id, local.0) {
-                        let success = outcome == BreakerOutcome::Success;
-                        self.emit(|provider| LocalChange::ProbeResult {
-                            provider,
-                            generation,
-                            success,
-                            params,
-                        });
+                    match cluster.take_probe(&self.provider.id, local.0) {
+                        Some(generation) => {
+                            let success = outcome == BreakerOutcome::Success;
+                            self.emit(|provider| LocalChange::ProbeResult {
+                                provider,
+                                generation,
+                                success,
+                                params,
+                            });
+                        }
+                        // A probe of this node's own OPEN (Redis away, or the shared breaker
+                        // closed): its failure still counts in the shared window.
+                        None if outcome != BreakerOutcome::Success => {
+                            self.emit(|provider| LocalChange::BreakerFailure { provider, params });
+                        }
+                        None => {}
                     }
                 }
                 (None, BreakerOutcome::Failure(_)) => {
