@@ -14,11 +14,13 @@
 
 pub mod actors;
 pub mod admin;
+pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod demo;
 pub mod http;
+pub mod leases;
 pub mod lifecycle;
 pub mod metrics;
 pub mod reload;

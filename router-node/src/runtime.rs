@@ -74,6 +74,8 @@ pub struct Runtime {
     pub settings_store: SettingsStore,
     /// Cluster membership and the shared store; `None` in embedded mode.
     pub cluster: Option<Arc<Cluster>>,
+    /// Which connections are reserved for exclusive session leases.
+    pub leases: crate::leases::LeasePolicy,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
 }
@@ -251,6 +253,7 @@ impl Runtime {
             management_key_sha256: secrets.management_key_sha256,
             settings_store,
             cluster,
+            leases: crate::leases::LeasePolicy::from_config(&config),
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
             config,
         })

@@ -8,6 +8,10 @@
 //! breaker: the steady state); `cooldown/on_event failure` is one classified failure applied to
 //! a healthy connection (the work of a 429); `wire/encode+decode cooldown` is one cluster
 //! cooldown event through the sender's encoder and a receiver's decoder.
+//!
+//! `classify/429 with headers` is the classification of one upstream error (the work after
+//! every failed attempt); `sse/scan 20-chunk stream` is the tap parser plus the event
+//! inspection over a whole 20-chunk OpenAI stream (the per-stream cost on top of the copy).
 
 use std::hint::black_box;
 
@@ -15,10 +19,12 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use switchyard_shared::breaker::Breaker;
+use switchyard_shared::classify::{ClassifyInput, classify};
 use switchyard_shared::cooldown::{
     ConnEvent, ConnState, CooldownParams, FailureObservation, on_event,
 };
 use switchyard_shared::outcome::{CooldownHint, FailureReason, ProviderCategory, TerminalSignal};
+use switchyard_shared::sse::{Format, SseItem, SseParser, inspect_item};
 use switchyard_shared::strategy::{
     Candidate, QuotaView, SelectCtx, Strategy, StrategyState, order, pick, stable_hash,
 };
@@ -137,5 +143,63 @@ fn wire(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, strategies, breaker, cooldown, wire);
+fn classification(c: &mut Criterion) {
+    let headers = [
+        ("retry-after", "7"),
+        ("x-ratelimit-remaining-requests", "0"),
+        ("content-type", "application/json"),
+    ];
+    let text = r#"{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 500, Used 500.","type":"requests","code":"rate_limit_exceeded"}}"#;
+    c.bench_function("classify/429 with headers", |b| {
+        b.iter(|| {
+            classify(black_box(&ClassifyInput {
+                status: 429,
+                error_text: text,
+                headers: &headers,
+                upstream_hint_ms: Some(7_000),
+                provider_id: "openai",
+                category: ProviderCategory::Apikey,
+                use_upstream_retry_hints: true,
+                now_epoch_ms: NOW,
+                ..ClassifyInput::default()
+            }))
+        })
+    });
+}
+
+fn sse_scan(c: &mut Criterion) {
+    let mut stream = String::new();
+    for i in 0..20 {
+        stream.push_str(&format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token {i} \"}},\"finish_reason\":null}}]}}\n\n"
+        ));
+    }
+    stream.push_str("data: [DONE]\n\n");
+    let chunks: Vec<&[u8]> = stream.as_bytes().chunks(256).collect();
+    c.bench_function("sse/scan 20-chunk stream", |b| {
+        b.iter(|| {
+            let mut parser = SseParser::new();
+            let mut outputs = 0usize;
+            for chunk in &chunks {
+                parser.feed(black_box(chunk), &mut |item: SseItem<'_>| {
+                    if inspect_item(Format::OpenAiChat, &item).kind.is_output() {
+                        outputs += 1;
+                    }
+                });
+            }
+            parser.finish();
+            outputs
+        })
+    });
+}
+
+criterion_group!(
+    benches,
+    strategies,
+    breaker,
+    cooldown,
+    wire,
+    classification,
+    sse_scan
+);
 criterion_main!(benches);

@@ -228,12 +228,12 @@ start_mock() { # name chunks chunk-delay-ms
 }
 
 # --- the node ------------------------------------------------------------------------------
-NODE_PID="" NODE_URL="" NODE_NAME="" CATALOG_MODEL=""
+NODE_PID="" NODE_URL="" NODE_NAME="" CATALOG_MODEL="" REDIS_URL=""
 start_node() { # name config-kind
 	local name=$1 kind=$2 port admin cfg=$RUN/node-$1.toml t0 t1 idle
 	read -r port admin < <(python3 "$HELPER" free-ports 2)
 	CATALOG_MODEL=$(python3 "$HELPER" config "$kind" "$cfg" --upstream "$MOCK_ADDR" \
-		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin")
+		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" ${REDIS_URL:+--redis-url "$REDIS_URL"})
 	# Default log level: the access log (one JSON line per request) goes to a file, as in production.
 	t0=$(now_us)
 	env -u RUST_LOG BENCH_UPSTREAM_KEY="$UPSTREAM_KEY" \
@@ -370,6 +370,31 @@ printf '{"requests":%d,"elapsed_s":%s,"before_kib":%d,"after_kib":%d,"oha_status
 	"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')" "$before" "$after" \
 	"$leak_rc" >"$RAW/leak.json"
 stop_node
+
+# Redis mode: the same base config sharing state through a local redis-server (on the load
+# core, like the other helpers). The ordinary success path makes no Redis call, so this should
+# match embedded mode.
+REDIS_BIN=$(command -v redis-server || true)
+if [[ -n $REDIS_BIN ]]; then
+	read -r redis_port < <(python3 "$HELPER" free-ports 1)
+	taskset -c "$LOAD_CORE" "$REDIS_BIN" --port "$redis_port" --bind 127.0.0.1 --save "" \
+		--appendonly no >"$RUN/redis.log" 2>&1 &
+	REDIS_PID=$!
+	track "$REDIS_PID"
+	for ((i = 0; i < 100; i++)); do
+		(echo >"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null && break
+		sleep 0.05
+	done
+	REDIS_URL="redis://127.0.0.1:$redis_port/0"
+	start_node redis redis
+	sat gw-redis-json-sat gw-json.body "$NODE_URL/v1/chat/completions"
+	lat gw-redis-json-lat gw-json.body "$NODE_URL/v1/chat/completions"
+	stop_node
+	REDIS_URL=""
+	stop_pid "$REDIS_PID"
+else
+	log "redis-server not installed: redis-mode phases skipped"
+fi
 
 # Combo of three targets (the first answers).
 start_node combo combo

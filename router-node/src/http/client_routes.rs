@@ -87,7 +87,14 @@ async fn handle(
     let request_id = request_id(&req);
     let _inflight = InflightGuard::new(&rt);
     let route_req = match ingress::prepare(&rt, &req, payload, format).await {
-        Ok(r) => r,
+        Ok(r) => match cluster_admission(&rt, &req, r).await {
+            Ok(r) => r,
+            Err((key, model, e)) => {
+                access_log_error(&request_id, key.as_deref(), &model, &e, started);
+                timer.finish(e.status.as_u16(), Duration::ZERO);
+                return e.to_response(format);
+            }
+        },
         Err(e) => {
             access_log_error(&request_id, None, "", &e, started);
             timer.finish(e.status.as_u16(), Duration::ZERO);
@@ -108,6 +115,26 @@ async fn handle(
         );
     }
     resp
+}
+
+/// The checks after ingress that may ask the shared store: the lease claim (pinning a leased
+/// request to its lease's connection) and the key's cluster-wide requests per minute.
+async fn cluster_admission(
+    rt: &Runtime,
+    req: &HttpRequest,
+    mut r: RouteRequest,
+) -> Result<RouteRequest, (Option<String>, String, GatewayError)> {
+    let fail = |r: &RouteRequest, e| Err((r.key_id().map(str::to_owned), r.body.model.clone(), e));
+    match crate::leases::fence::claim(rt, req.headers(), r.key.as_deref()).await {
+        Ok(lease) => r.lease = lease,
+        Err(e) => return fail(&r, e),
+    }
+    if let Some(k) = r.key.as_deref()
+        && let Err(e) = crate::caps::rpm::check_key(rt, k).await
+    {
+        return fail(&r, e);
+    }
+    Ok(r)
 }
 
 async fn json_or_error(

@@ -84,6 +84,7 @@ pub async fn prepare(
         forward_headers,
         body,
         upstream_wait: Default::default(),
+        lease: None,
     })
 }
 

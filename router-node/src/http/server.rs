@@ -26,6 +26,8 @@ pub fn bind(
     let client_addr = cfg.listen_addr().map_err(std::io::Error::other)?;
     let admin_addr = cfg.admin_listen_addr().map_err(std::io::Error::other)?;
 
+    // Cluster-wide max_concurrent: capped gates follow the blocks leased from Redis.
+    crate::caps::permits::start(&cell);
     let data = web::Data::from(cell);
     let client = HttpServer::new({
         let data = data.clone();
@@ -39,6 +41,10 @@ pub fn bind(
                 .route("/v1/messages", web::post().to(client_routes::messages))
                 .route("/v1/responses", web::post().to(client_routes::responses))
                 .route("/v1/models", web::get().to(client_routes::models))
+                .route(
+                    "/api/v1/session-leases",
+                    web::post().to(crate::leases::handler::session_leases),
+                )
                 .default_service(web::to(client_routes::not_found))
         }
     })

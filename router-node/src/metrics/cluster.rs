@@ -9,8 +9,7 @@
 use std::time::Duration;
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
 use switchyard_shared::store::{RedisState, StoreError, StoreObserver};
 
@@ -60,8 +59,6 @@ pub struct ClusterMetrics {
     propagation: Histogram,
     replay_depth: IntGauge,
     replay_dropped: IntCounter,
-    lease_ops: IntCounterVec,
-    permits_held: IntGaugeVec,
 }
 
 impl ClusterMetrics {
@@ -116,22 +113,6 @@ impl ClusterMetrics {
             "switchyard_cluster_replay_dropped_total",
             "Local changes dropped because the replay queue was full (oldest first).",
         )?;
-        let lease_ops = IntCounterVec::new(
-            Opts::new(
-                "switchyard_cluster_lease_operations_total",
-                "Session lease operations by operation (acquire, renew, release, fence) and result.",
-            ),
-            &["operation", "result"],
-        )?;
-        let permits_held = IntGaugeVec::new(
-            Opts::new(
-                "switchyard_cluster_permits_held",
-                "Cluster-wide max_concurrent permits this node holds, by connection.",
-            ),
-            &["connection"],
-        )?;
-        registry.register(Box::new(lease_ops.clone()))?;
-        registry.register(Box::new(permits_held.clone()))?;
         registry.register(Box::new(command_duration.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(redis_state.clone()))?;
@@ -152,8 +133,6 @@ impl ClusterMetrics {
             propagation,
             replay_depth,
             replay_dropped,
-            lease_ops,
-            permits_held,
         })
     }
 
@@ -196,19 +175,6 @@ impl ClusterMetrics {
         if dropped_now > 0 {
             self.replay_dropped.inc_by(dropped_now);
         }
-    }
-
-    /// One session lease operation (`acquire`, `renew`, `release`, `fence`) and its result
-    /// (e.g. `acquired`, `held`, `valid`, `stale`, `unavailable`).
-    pub fn lease_operation(&self, operation: &str, result: &str) {
-        self.lease_ops.with_label_values(&[operation, result]).inc();
-    }
-
-    /// The cluster permits this node holds on `connection` now.
-    pub fn set_permits_held(&self, connection: &str, held: u32) {
-        self.permits_held
-            .with_label_values(&[connection])
-            .set(i64::from(held));
     }
 
     pub fn replay_dropped(&self) -> u64 {
@@ -255,8 +221,6 @@ mod tests {
         );
         m.event("cooldown_set", EventResult::Applied);
         m.propagation_delay(12);
-        m.lease_operation("acquire", "acquired");
-        m.set_permits_held("k1", 2);
         m.state_changed(RedisState::Up, RedisState::Down);
         let mut buf = Vec::new();
         prometheus::TextEncoder::new()
@@ -271,8 +235,6 @@ mod tests {
             "switchyard_cluster_propagation_delay_seconds_count 1",
             "switchyard_cluster_degraded 0",
             "switchyard_cluster_replay_queue_depth 0",
-            "switchyard_cluster_lease_operations_total{operation=\"acquire\",result=\"acquired\"} 1",
-            "switchyard_cluster_permits_held{connection=\"k1\"} 2",
         ] {
             assert!(text.contains(name), "{name} missing in\n{text}");
         }

@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 
 use actix_web::HttpResponse;
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use switchyard_shared::Millis;
 use switchyard_shared::config::Config;
@@ -206,6 +206,10 @@ pub struct Metrics {
     fallbacks: [IntCounter; FallbackReason::COUNT],
     watchdog_aborts: [IntCounter; AbortKind::COUNT],
     in_flight: IntGauge,
+    /// Lease operations by op and result (closed sets; never a token or connection id).
+    lease_ops: IntCounterVec,
+    /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
+    permits_held: IntGaugeVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -397,6 +401,20 @@ impl Metrics {
             "Client requests in progress, streams until their body ends.",
         )?;
         r.register(Box::new(in_flight.clone()))?;
+        let lease_ops = counter_vec(
+            r,
+            "switchyard_lease_operations_total",
+            "Exclusive session lease operations (acquire, renew, release, claim, fence) by result.",
+            &["op", "result"],
+        )?;
+        let permits_held = IntGaugeVec::new(
+            Opts::new(
+                "switchyard_cluster_permits_held",
+                "Cluster-wide max_concurrent permits this node holds, by connection.",
+            ),
+            &["connection"],
+        )?;
+        r.register(Box::new(permits_held.clone()))?;
         r.register(Box::new(StateCollector::new(
             providers.to_vec(),
             connections.to_vec(),
@@ -417,7 +435,21 @@ impl Metrics {
             fallbacks,
             watchdog_aborts,
             in_flight,
+            lease_ops,
+            permits_held,
         })
+    }
+
+    /// Counts one lease operation; `op` and `result` come from closed sets in `leases`.
+    pub fn lease_op(&self, op: &str, result: &str) {
+        self.lease_ops.with_label_values(&[op, result]).inc();
+    }
+
+    /// The cluster permits this node holds for a (configured) connection.
+    pub fn set_permits_held(&self, connection: &str, held: u32) {
+        self.permits_held
+            .with_label_values(&[connection])
+            .set(i64::from(held));
     }
 
     /// The metrics of a reloaded config, continuing these: the same registry and families
@@ -455,6 +487,8 @@ impl Metrics {
             fallbacks: self.fallbacks.clone(),
             watchdog_aborts: self.watchdog_aborts.clone(),
             in_flight: self.in_flight.clone(),
+            lease_ops: self.lease_ops.clone(),
+            permits_held: self.permits_held.clone(),
         })
     }
 

@@ -49,6 +49,9 @@ pub struct RouteRequest {
     pub forward_headers: Vec<(HeaderName, HeaderValue)>,
     /// Time spent waiting on upstream attempts, for the gateway-overhead metric.
     pub upstream_wait: UpstreamWait,
+    /// An exclusive session lease this request claims: it is pinned to the lease's connection
+    /// and fenced before every dispatch.
+    pub lease: Option<crate::leases::LeaseClaim>,
 }
 
 impl RouteRequest {
@@ -57,8 +60,11 @@ impl RouteRequest {
         self.key.as_deref().map(|k| k.id.as_str())
     }
 
-    /// The connections the key may use (`[]` = all).
+    /// The connections the key may use (`[]` = all); a leased request only its lease's.
     pub fn allowed_connections(&self) -> &[String] {
+        if let Some(lease) = &self.lease {
+            return std::slice::from_ref(&lease.connection);
+        }
         self.key
             .as_deref()
             .map_or(&[], |k| k.allowed_connections.as_slice())
@@ -355,6 +361,7 @@ async fn try_target(
             &model,
             target.connection.as_deref(),
             req.allowed_connections(),
+            req.lease.is_some(),
             excluded,
             now,
         );
@@ -412,6 +419,15 @@ async fn try_target(
         report.attempts += 1;
         let previous = provider.last_used_conn.swap(conn.idx, Ordering::AcqRel);
         conn.mark_used(now, (previous != usize::MAX).then_some(previous));
+        // The lease fence: a stale holder never reaches the provider.
+        if let Some(lease) = &req.lease
+            && let Err(e) = crate::leases::fence::check(rt, lease, &conn.id).await
+        {
+            if let Some(g) = probe {
+                crate::actors::release_probe(&provider, &rt.actor_stats, g, rt.clock.now());
+            }
+            return Err(e);
+        }
         let attempt_req = AttemptRequest {
             conn: conn.clone(),
             provider: provider.clone(),

@@ -25,13 +25,16 @@ pub struct Eligibility {
     pub total: usize,
 }
 
-/// Filters `provider`'s connections for `model`.
+/// Filters `provider`'s connections for `model`. `leased`: the request holds an exclusive
+/// session lease, so connections reserved for leases are not left out.
+#[allow(clippy::too_many_arguments)]
 pub fn eligible(
     rt: &Runtime,
     provider: &ProviderHandle,
     model: &str,
     pinned: Option<&str>,
     allowed: &[String],
+    leased: bool,
     excluded: &[usize],
     now: Millis,
 ) -> Eligibility {
@@ -45,6 +48,11 @@ pub fn eligible(
         }
         out.total += 1;
         if !allowed.is_empty() && !allowed.iter().any(|a| a.as_str() == &*conn.id) {
+            out.not_allowed += 1;
+            continue;
+        }
+        // Connections reserved for exclusive leases serve leased requests only.
+        if !leased && rt.leases.is_managed(&conn.id) {
             out.not_allowed += 1;
             continue;
         }

@@ -4,13 +4,17 @@
 //! cap a request waits at most `timeout_ms` in a line of at most `max_queue`; otherwise it gets
 //! the typed `SEMAPHORE_TIMEOUT` / `SEMAPHORE_QUEUE_FULL` rejection. A saturated gate never
 //! cools or disables anything: the caller just tries another connection.
+//!
+//! In redis mode a capped connection's gate is resizable: its limit is the block of permits
+//! this node leased from the cluster (`caps`), so it grows and shrinks with the grant. A
+//! request that finds the gate full signals demand, so the leasing task asks for more at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use switchyard_shared::admission::{GateLevel, SemaphoreError};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// One concurrency cap.
 #[derive(Debug)]
@@ -19,6 +23,10 @@ pub struct Gate {
     sem: Option<Arc<Semaphore>>,
     cap: u32,
     waiting: AtomicU32,
+    /// Permits in existence (held + available); `cap` until a cluster lease resizes the gate.
+    limit: AtomicU32,
+    /// Signalled when a request has to wait for a permit.
+    demand: Notify,
 }
 
 impl Gate {
@@ -29,7 +37,40 @@ impl Gate {
             sem: (cap > 0).then(|| Arc::new(Semaphore::new(cap as usize))),
             cap,
             waiting: AtomicU32::new(0),
+            limit: AtomicU32::new(cap),
+            demand: Notify::new(),
         }
+    }
+
+    /// Permits in existence now (the configured cap unless resized).
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Acquire)
+    }
+
+    /// Raises the limit by `n` permits.
+    pub fn grow(&self, n: u32) {
+        if let Some(sem) = &self.sem
+            && n > 0
+        {
+            sem.add_permits(n as usize);
+            self.limit.fetch_add(n, Ordering::AcqRel);
+        }
+    }
+
+    /// Lowers the limit by up to `n` permits, taking only free ones (a held permit is never
+    /// revoked); returns how many were removed.
+    pub fn shrink(&self, n: u32) -> u32 {
+        let Some(sem) = &self.sem else {
+            return 0;
+        };
+        let gone = u32::try_from(sem.forget_permits(n as usize)).unwrap_or(0);
+        self.limit.fetch_sub(gone, Ordering::AcqRel);
+        gone
+    }
+
+    /// Waits until a request finds the gate full (see [`Gate::acquire`]).
+    pub async fn demanded(&self) {
+        self.demand.notified().await;
     }
 
     pub fn cap(&self) -> u32 {
@@ -44,7 +85,9 @@ impl Gate {
     /// Permits currently held.
     pub fn in_use(&self) -> u32 {
         match &self.sem {
-            Some(s) => self.cap.saturating_sub(s.available_permits() as u32),
+            Some(s) => self
+                .limit()
+                .saturating_sub(u32::try_from(s.available_permits()).unwrap_or(u32::MAX)),
             None => 0,
         }
     }
@@ -66,6 +109,7 @@ impl Gate {
         }
         let before = self.waiting.fetch_add(1, Ordering::AcqRel);
         let _line = WaitingGuard(&self.waiting);
+        self.demand.notify_one();
         if before >= max_queue {
             return Err(SemaphoreError::QueueFull {
                 level: self.level,
@@ -126,5 +170,23 @@ mod tests {
         assert_eq!(g.waiting(), 0);
         drop(p);
         assert!(g.acquire(0, 20).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_resized_gate_never_revokes_held_permits() {
+        let g = Gate::new(GateLevel::Connection, 2);
+        let held = g.acquire(1, 10).await.unwrap();
+        assert_eq!(g.shrink(2), 1, "only the free permit goes");
+        assert_eq!((g.limit(), g.in_use()), (1, 1));
+        assert!(matches!(
+            g.acquire(1, 20).await,
+            Err(SemaphoreError::Timeout { .. })
+        ));
+        drop(held);
+        assert_eq!(g.shrink(5), 1);
+        assert_eq!(g.limit(), 0);
+        g.grow(3);
+        assert_eq!((g.limit(), g.in_use()), (3, 0));
+        assert!(g.acquire(0, 10).await.unwrap().is_some());
     }
 }

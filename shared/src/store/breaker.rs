@@ -18,8 +18,8 @@ use redis::{Script, Value};
 
 use super::error::StoreError;
 use super::redis_store::RedisStore;
-use super::script_reply::{
-    array, array_of, enum_value, int, opt_string, protocol, u32_or_zero, uint_or_zero,
+use super::replies::{
+    array_of, enum_value, int, into_array, opt_string, protocol, u32_or_zero, uint_or_zero,
 };
 use crate::Millis;
 use crate::wire::BreakerPhase;
@@ -157,7 +157,7 @@ impl RedisStore {
                     .await
             })
             .await?;
-        let v = array(CMD, reply)?;
+        let v = into_array(CMD, reply)?;
         match (v.len(), v.first().map(|x| int(CMD, x)).transpose()?) {
             (3, Some(1)) => Ok(ProbeGrant::Granted {
                 generation: uint_or_zero(CMD, &v[1])?,

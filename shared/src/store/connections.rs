@@ -16,7 +16,7 @@ use redis::{Script, Value};
 
 use super::error::StoreError;
 use super::redis_store::RedisStore;
-use super::script_reply::{array, array_of, int, opt_enum, time_ms, u32_or_zero, uint_or_zero};
+use super::replies::{array_of, int, into_array, opt_enum, time_ms, u32_or_zero, uint_or_zero};
 use crate::Millis;
 use crate::outcome::{FailureReason, TerminalStatus};
 
@@ -211,7 +211,7 @@ impl RedisStore {
             )
             .await?;
         if reply.len() != conns.len() + 1 {
-            return Err(super::script_reply::protocol(
+            return Err(super::replies::protocol(
                 CMD,
                 format!("expected {} replies, got {}", conns.len() + 1, reply.len()),
             ));
@@ -219,15 +219,15 @@ impl RedisStore {
         let mut replies = reply.into_iter();
         let now = match replies.next() {
             Some(t) => time_ms(CMD, t)?,
-            None => return Err(super::script_reply::protocol(CMD, "missing TIME reply")),
+            None => return Err(super::replies::protocol(CMD, "missing TIME reply")),
         };
         conns
             .iter()
             .zip(replies)
             .map(|(conn, v)| {
-                let f = array(CMD, v)?;
+                let f = into_array(CMD, v)?;
                 if f.len() != 4 {
-                    return Err(super::script_reply::protocol(CMD, "HMGET arity"));
+                    return Err(super::replies::protocol(CMD, "HMGET arity"));
                 }
                 let remaining_ms = uint_or_zero(CMD, &f[0])?.saturating_sub(now);
                 let terminal = opt_enum(CMD, &f[3])?;

@@ -14,8 +14,8 @@ use redis::{Script, Value};
 
 use super::error::StoreError;
 use super::redis_store::RedisStore;
-use super::script_reply::{
-    array, array_of, int, opt_enum, opt_string, protocol, u32_or_zero, uint_or_zero,
+use super::replies::{
+    array_of, int, into_array, opt_enum, opt_string, protocol, u32_or_zero, uint_or_zero,
 };
 use crate::Millis;
 use crate::outcome::FailureReason;
@@ -155,7 +155,7 @@ impl RedisStore {
                 inv.invoke_async(&mut con).await
             })
             .await?;
-        array(CMD, reply)?
+        into_array(CMD, reply)?
             .into_iter()
             .map(|row| {
                 let f = array_of(CMD, row, 4)?;

@@ -11,7 +11,7 @@ use redis::Value;
 
 use super::error::StoreError;
 use super::redis_store::RedisStore;
-use super::script_reply::{opt_string, protocol};
+use super::replies::{opt_string, protocol};
 use crate::Millis;
 
 impl RedisStore {

@@ -40,7 +40,6 @@ pub mod membership;
 pub mod permits;
 mod redis_store;
 mod replies;
-mod script_reply;
 pub mod settings;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};

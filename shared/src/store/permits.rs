@@ -105,7 +105,7 @@ impl RedisStore {
         let [time, expiries, grants] = parts else {
             return Err(reply::protocol(CMD, "expected three replies"));
         };
-        let now = redis_time_ms(CMD, time)?;
+        let now = reply::time_ms(CMD, time.clone())?;
         let mut holders = Vec::new();
         let expiries = pairs(CMD, expiries)?;
         let grants = pairs(CMD, grants)?;
@@ -126,14 +126,6 @@ impl RedisStore {
         holders.sort();
         Ok(holders)
     }
-}
-
-/// `TIME` → epoch milliseconds.
-fn redis_time_ms(command: &'static str, value: &Value) -> Result<Millis, StoreError> {
-    let [secs, micros] = reply::int_array::<2>(command, value)?;
-    let secs = reply::non_negative(command, secs)?;
-    let micros = reply::non_negative(command, micros)?;
-    Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
 }
 
 /// A flat `[k1, v1, k2, v2, …]` reply (or a RESP3 map) as string pairs.
@@ -183,6 +175,6 @@ mod tests {
         assert_eq!(pairs("t", &flat), Ok(vec![("a".into(), "2".into())]));
         let odd = Value::Array(vec![Value::BulkString(b"a".to_vec())]);
         assert!(pairs("t", &odd).is_err());
-        assert!(redis_time_ms("t", &Value::Nil).is_err());
+        assert!(reply::time_ms("t", Value::Nil).is_err());
     }
 }

@@ -11,7 +11,7 @@ use redis::{Script, Value};
 
 use super::error::StoreError;
 use super::redis_store::RedisStore;
-use super::script_reply::{array_of, opt_string, uint_or_zero};
+use super::replies::{array_of, opt_string, uint_or_zero};
 
 static WRITE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/settings_write_v1.lua")));

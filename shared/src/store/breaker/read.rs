@@ -6,8 +6,8 @@ use super::SharedBreaker;
 use crate::Millis;
 use crate::store::error::StoreError;
 use crate::store::redis_store::RedisStore;
-use crate::store::script_reply::{
-    array, array_of, enum_value, int, opt_string, protocol, time_ms, u32_or_zero, uint_or_zero,
+use crate::store::replies::{
+    array_of, enum_value, int, into_array, opt_string, protocol, time_ms, u32_or_zero, uint_or_zero,
 };
 use crate::wire::BreakerPhase;
 
@@ -88,7 +88,7 @@ fn count_in_window(
     now: Millis,
     window: Millis,
 ) -> Result<u32, StoreError> {
-    let items = array(command, reply)?;
+    let items = into_array(command, reply)?;
     let mut scores = Vec::new();
     if items.iter().all(|v| matches!(v, Value::Array(_))) {
         for pair in items {

@@ -1,0 +1,13 @@
+//! Cluster-wide caps: `max_concurrent` permits leased from Redis, and per-key requests per
+//! minute as a token bucket on the Redis clock.
+//!
+//! Why: a cap enforced per node multiplies by the node count — `max_concurrent = 1` across
+//! five nodes is five. In redis mode each node leases a block of a capped connection's permits
+//! and sizes its local gate to the block ([`permits`]), so requests never wait on Redis for a
+//! permit the node already holds, the sum of the blocks never exceeds the cap, and a killed
+//! node's block returns when its lease expires. Per-key RPM limits take one token per request
+//! from a shared bucket ([`rpm`]). In embedded mode neither exists: the local gate and the
+//! local limiter are already the whole cluster.
+
+pub mod permits;
+pub mod rpm;

@@ -1,0 +1,208 @@
+//! The permit-leasing tasks of capped connections (redis mode).
+//!
+//! The local gate's limit is the node's block of the cluster cap. Each task keeps the node's
+//! grant in Redis at least as large as the permits that exist locally at every moment, which
+//! is what makes the cap hold across nodes:
+//! - to grow, it asks Redis first and adds permits only for what was granted;
+//! - to shrink, it removes free local permits first and only then reports the lower number.
+//!
+//! Demand is the permits in use plus the requests waiting for one; a request that finds the
+//! gate full wakes the task at once, and the task renews at a third of the lease TTL (sooner
+//! while it holds unused permits or is short of them). With Redis unreachable the gate falls
+//! back to a local share, `ceil(cap / live_nodes)`.
+//!
+//! A config reload builds new connection handles with new gates while requests started
+//! before it finish on the old ones. A task is therefore keyed by connection id, follows the
+//! current runtime, and counts the permits still held on retired gates (which it empties and
+//! never refills) in what it reports, until they have drained.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchyard_shared::Millis;
+use switchyard_shared::store::local_share;
+
+use crate::reload::RuntimeCell;
+use crate::runtime::Runtime;
+use crate::state::ConnHandle;
+use crate::state::gate::Gate;
+
+/// How long a node's block of permits outlives its last renewal (a killed node's permits
+/// return after this).
+pub const PERMIT_TTL_MS: Millis = 3_000;
+/// Poll period while the node wants more than it holds, or holds more than it uses.
+const REBALANCE_MS: u64 = 100;
+/// How often new capped connections (after a reload) get their task.
+const SUPERVISE_MS: u64 = 1_000;
+
+/// The number of live nodes, for the fallback share without Redis.
+///
+/// Hook: until cluster membership lands here this counts only this node (the fallback is
+/// then the whole cap); it becomes `Cluster::live_nodes()`, the last known count.
+pub fn live_nodes(_rt: &Runtime) -> u32 {
+    1
+}
+
+/// Empties the capped gates of a runtime about to serve (redis mode): it holds nothing until
+/// Redis grants a block. Called for the first runtime and for every reloaded one.
+pub fn prepare(rt: &Runtime) {
+    if rt.cluster.is_none() {
+        return;
+    }
+    for conn in rt
+        .connections
+        .iter()
+        .filter(|c| c.config.max_concurrent > 0)
+    {
+        conn.gate.shrink(conn.gate.limit());
+    }
+}
+
+/// Starts the leasing tasks (redis mode; nothing in embedded mode). Must run inside the
+/// node's async runtime, before the listeners accept requests.
+pub fn start(cell: &Arc<RuntimeCell>) {
+    let rt = cell.load();
+    if rt.cluster.is_none() {
+        return;
+    }
+    prepare(&rt);
+    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
+    spawn_missing(cell, &running);
+    let cell = cell.clone();
+    actix_web::rt::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(SUPERVISE_MS)).await;
+            spawn_missing(&cell, &running);
+        }
+    });
+}
+
+fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>) {
+    let rt = cell.load();
+    let Ok(mut set) = running.lock() else {
+        return;
+    };
+    for conn in rt
+        .connections
+        .iter()
+        .filter(|c| c.config.max_concurrent > 0)
+    {
+        if set.insert(conn.id.to_string()) {
+            let task = Task {
+                id: conn.id.to_string(),
+                cell: cell.clone(),
+                running: running.clone(),
+                handles: vec![conn.clone()],
+            };
+            actix_web::rt::spawn(task.run());
+        }
+    }
+}
+
+struct Task {
+    id: String,
+    cell: Arc<RuntimeCell>,
+    running: Arc<Mutex<HashSet<String>>>,
+    /// The current handle last, retired ones (still draining) before it.
+    handles: Vec<Arc<ConnHandle>>,
+}
+
+impl Task {
+    async fn run(mut self) {
+        loop {
+            let rt = self.cell.load();
+            let Some(cluster) = rt.cluster.clone() else {
+                break;
+            };
+            let current = rt
+                .connection(&self.id)
+                .filter(|c| c.config.max_concurrent > 0)
+                .cloned();
+            if let Some(c) = &current
+                && !self.handles.iter().any(|h| Arc::ptr_eq(h, c))
+            {
+                self.handles.push(c.clone());
+            }
+            // Retired gates take no new permits and drop out once drained.
+            self.handles.retain(|h| {
+                let is_current = current.as_ref().is_some_and(|c| Arc::ptr_eq(h, c));
+                if !is_current {
+                    h.gate.shrink(h.gate.limit());
+                }
+                is_current || h.gate.limit() > 0
+            });
+            let Some(conn) = current else {
+                if self.handles.is_empty() {
+                    // No longer capped here: hand the block back and stop.
+                    let _ = cluster
+                        .store
+                        .permits_release(&self.id, &cluster.node_id)
+                        .await;
+                    rt.metrics.set_permits_held(&self.id, 0);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(REBALANCE_MS)).await;
+                continue;
+            };
+            let cap = conn.config.max_concurrent;
+            let gate = &conn.gate;
+            let retired: u32 = self
+                .handles
+                .iter()
+                .filter(|h| !Arc::ptr_eq(h, &conn))
+                .map(|h| h.gate.limit())
+                .sum();
+            let want = gate.in_use().saturating_add(gate.waiting());
+            let limit = gate.limit();
+            if want < limit {
+                gate.shrink(limit - want);
+            }
+            // Never report less than the permits that exist (some may be held right now).
+            let ask = want
+                .max(gate.limit())
+                .saturating_add(retired)
+                .min(cap.max(retired.saturating_add(gate.limit())));
+            let granted = match cluster
+                .store
+                .permits_acquire(&self.id, &cluster.node_id, ask, cap, PERMIT_TTL_MS)
+                .await
+            {
+                Ok(granted) => granted,
+                Err(e) => {
+                    tracing::debug!(connection = %self.id, error = %e,
+                        "cluster permits unavailable; using the local share");
+                    local_share(cap, live_nodes(&rt))
+                }
+            };
+            resize(gate, granted.saturating_sub(retired));
+            let held = gate.limit();
+            rt.metrics
+                .set_permits_held(&self.id, held.saturating_add(retired));
+            let busy = gate.in_use().saturating_add(gate.waiting());
+            let period = if busy != held || retired > 0 {
+                REBALANCE_MS
+            } else {
+                PERMIT_TTL_MS / 3
+            };
+            drop(rt);
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(period)) => {}
+                () = gate.demanded() => {}
+            }
+        }
+        if let Ok(mut set) = self.running.lock() {
+            set.remove(&self.id);
+        }
+    }
+}
+
+/// Moves the gate's limit toward `target`, removing only free permits when lowering.
+fn resize(gate: &Gate, target: u32) {
+    let limit = gate.limit();
+    if target > limit {
+        gate.grow(target - limit);
+    } else if target < limit {
+        gate.shrink(limit - target);
+    }
+}

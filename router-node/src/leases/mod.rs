@@ -1,0 +1,97 @@
+//! Exclusive session leases (a hard pin with fencing).
+//!
+//! Why: an agent that keeps a provider-side session (a prompt cache, a sandbox, a stateful
+//! conversation) needs every request of that session to reach the same credential and nobody
+//! else's requests to reach it meanwhile. A soft affinity pin cannot promise that; a lease can,
+//! and a fence makes the promise hold even when a holder stalls past its TTL: every dispatch
+//! first checks that the caller's generation is still the live one.
+//!
+//! - [`policy`]: the pure rules (token and generation formats, which lease is the owner's,
+//!   `Retry-After` clamping, the acquire plan).
+//! - [`backend`]: the two stores behind one set of operations — the in-process table in
+//!   embedded mode and the Lua scripts in Redis in cluster mode. With Redis unreachable every
+//!   operation fails, and callers fail **closed** (503 `LEASE_SERVICE_UNAVAILABLE`).
+//! - [`handler`]: `POST /api/v1/session-leases` (acquire, renew, release).
+//! - [`fence`]: the inference side: the lease headers become a [`LeaseClaim`] at ingress, and
+//!   the claim is fenced right before every upstream dispatch.
+//! - [`errors`]: the `lease_error` bodies clients see.
+//!
+//! The owner token is a secret of the client: it is kept only as its SHA-256 by the store,
+//! never logged, never echoed, never forwarded upstream (the node forwards an allow-list of
+//! headers only) and redacted from `Debug` output.
+
+pub mod backend;
+pub mod errors;
+pub mod fence;
+pub mod handler;
+pub mod policy;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use switchyard_shared::config::{Config, SCOPE_LEASE_EXCLUSIVE};
+
+/// The header that carries the client's lease owner token.
+pub const OWNER_HEADER: &str = "x-switchyard-lease-owner";
+/// The header that carries the lease generation on inference requests.
+pub const GENERATION_HEADER: &str = "x-switchyard-lease-generation";
+
+/// What the config says about leases, computed once per runtime.
+#[derive(Debug, Clone, Default)]
+pub struct LeasePolicy {
+    /// Connections listed by any `lease:exclusive` key: only leased requests may use them.
+    managed: BTreeSet<Arc<str>>,
+    /// The same set as a list, for looking up an owner's lease in one store round trip.
+    managed_list: Vec<String>,
+}
+
+impl LeasePolicy {
+    pub fn from_config(config: &Config) -> Self {
+        let managed: BTreeSet<Arc<str>> = config
+            .api_keys
+            .iter()
+            .filter(|k| k.scopes.iter().any(|s| s == SCOPE_LEASE_EXCLUSIVE))
+            .flat_map(|k| k.allowed_connections.iter())
+            .map(|c| Arc::from(c.as_str()))
+            .collect();
+        let managed_list = managed.iter().map(|c| c.to_string()).collect();
+        Self {
+            managed,
+            managed_list,
+        }
+    }
+
+    /// Whether ordinary (non-leased) routing must leave this connection alone.
+    pub fn is_managed(&self, connection: &str) -> bool {
+        !self.managed.is_empty() && self.managed.contains(connection)
+    }
+
+    /// Every managed connection id.
+    pub fn managed(&self) -> &[String] {
+        &self.managed_list
+    }
+}
+
+/// A leased inference request: who claims which lease. Built at ingress, fenced before every
+/// dispatch.
+#[derive(Clone)]
+pub struct LeaseClaim {
+    /// The client's owner token (a secret; see the module docs).
+    pub owner_token: String,
+    pub generation: u64,
+    /// The connection the lease is on when the request arrived.
+    pub connection: String,
+    /// The authenticated key that holds the lease.
+    pub api_key_id: String,
+}
+
+impl std::fmt::Debug for LeaseClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseClaim")
+            .field("owner_token", &"<redacted>")
+            .field("generation", &self.generation)
+            .field("connection", &self.connection)
+            .field("api_key_id", &self.api_key_id)
+            .finish()
+    }
+}
