@@ -168,6 +168,15 @@ pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new("info,h2=warn,hyper=warn,reqwest=warn")
     });
+    // actix-http's connection dispatcher logs a client's malformed request (over 96 headers,
+    // a broken request line) at ERROR after it has already answered 4xx: a client's mistake,
+    // not an operator alert. Naming `actix_http` in RUST_LOG brings those lines back.
+    let filter = match "actix_http::h1::dispatcher=off".parse() {
+        Ok(quiet) if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains("actix_http")) => {
+            filter.add_directive(quiet)
+        }
+        _ => filter,
+    };
     let terminal = std::io::stdout().is_terminal();
     let (writer, guard) = tracing_appender::non_blocking(std::io::stdout());
     if terminal {

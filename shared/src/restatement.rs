@@ -9,7 +9,8 @@
 //! Invariants:
 //! - rules are per provider and tried in order; the first match wins;
 //! - a rule matches when the status is one of its `from_statuses`, the lower-cased
-//!   `message + body` contains one of its `text_markers`, and none of its `exclude_markers`
+//!   `message + body` contains one of its `text_markers` (a rule without text markers restates
+//!   on status alone), and none of its `exclude_markers`
 //!   (an exclude marker vetoes, e.g. `无权访问` "no access" is a real permission error);
 //! - markers are lower-cased once at construction; empty markers are dropped (an empty marker
 //!   would match, or veto, everything);
@@ -110,11 +111,13 @@ impl RestatementRule {
 
     /// Whether this rule restates `status` given the lower-cased error text.
     fn matches(&self, status: u16, lowered: &str) -> bool {
+        // No text markers means "restate on status alone", as the config contract says.
         self.from_statuses.contains(&status)
-            && self
-                .text_markers
-                .iter()
-                .any(|m| lowered.contains(m.as_str()))
+            && (self.text_markers.is_empty()
+                || self
+                    .text_markers
+                    .iter()
+                    .any(|m| lowered.contains(m.as_str())))
             && !self
                 .exclude_markers
                 .iter()
@@ -323,6 +326,35 @@ mod tests {
             (out.rule_id, out.status, out.retry_after_ms),
             ("for-403", 503, Some(9))
         );
+    }
+
+    #[test]
+    fn a_rule_without_text_markers_restates_on_status_alone() {
+        // The config contract: `text_markers = []` restates on status alone (found writing the
+        // fuzz oracle against the contract; such a rule never matched before). Excludes still
+        // veto.
+        let rules = [RestatementRule::new(
+            "status-only",
+            vec![403],
+            429,
+            [""; 0],
+            ["forbidden"],
+            Some(5),
+        )];
+        let out = restate(403, "anything", "", &rules, None).expect("restated");
+        assert_eq!((out.status, out.retry_after_ms), (429, Some(5)));
+        assert_eq!(restate(403, "Forbidden", "", &rules, None), None);
+        assert_eq!(restate(400, "anything", "", &rules, None), None);
+        // An empty marker is dropped, which leaves a status-only rule too.
+        let rules = [RestatementRule::new(
+            "blank",
+            vec![403],
+            429,
+            [""],
+            [],
+            None,
+        )];
+        assert!(restate(403, "x", "", &rules, None).is_some());
     }
 
     #[test]

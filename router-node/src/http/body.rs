@@ -1,19 +1,12 @@
-//! Reading and minimally parsing client request bodies.
+//! Reading client request bodies and extracting the routing fields.
 //!
-//! The gateway forwards the client's JSON unchanged except for the `model` field (a client's
-//! `provider/model` or combo name becomes the bare upstream model). Parsing the whole document
-//! into a tree would cost an allocation per node; instead the top-level object is read as
-//! borrowed raw values (`serde_json::value::RawValue`), which validates the JSON, finds the few
-//! fields routing needs, and lets the body be re-emitted by splicing one value.
-
-use std::borrow::Cow;
-use std::fmt;
+//! The scan itself is the pure [`switchyard_shared::request_body`] (fuzzed there); this module
+//! reads the body under its size cap and keeps the bytes next to the fields so the body can be
+//! forwarded unchanged apart from `model`.
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use serde::Deserialize;
-use serde::de::{self, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use switchyard_shared::request_body::{self, BodyFields};
 
 use super::errors::GatewayError;
 use actix_web::http::StatusCode;
@@ -32,10 +25,7 @@ pub struct ParsedBody {
     pub body_session_key: Option<String>,
     /// `background: true` (Responses), which is degraded to synchronous.
     pub background: bool,
-    /// Byte range of the `model` value (including quotes) in `raw`.
-    model_span: (usize, usize),
-    /// Byte range of a `background: true` value, degraded to `false` upstream.
-    background_span: Option<(usize, usize)>,
+    fields: BodyFields,
 }
 
 impl ParsedBody {
@@ -43,24 +33,14 @@ impl ParsedBody {
     /// `background: true` degraded to `false` (Switchyard answers synchronously). Everything
     /// else is forwarded byte for byte; at most one copy.
     pub fn with_model(&self, upstream_model: &str) -> Bytes {
-        if upstream_model == self.model && self.background_span.is_none() {
+        if upstream_model == self.model && self.fields.background_span.is_none() {
             return self.raw.clone();
         }
-        let quoted = serde_json::to_string(upstream_model).unwrap_or_else(|_| "\"\"".into());
-        let mut edits: Vec<((usize, usize), &[u8])> = vec![(self.model_span, quoted.as_bytes())];
-        if let Some(span) = self.background_span {
-            edits.push((span, b"false"));
-        }
-        edits.sort_by_key(|((start, _), _)| *start);
-        let mut out = BytesMut::with_capacity(self.raw.len() + quoted.len());
-        let mut at = 0;
-        for ((start, end), replacement) in edits {
-            out.extend_from_slice(&self.raw[at..start]);
-            out.extend_from_slice(replacement);
-            at = end;
-        }
-        out.extend_from_slice(&self.raw[at..]);
-        out.freeze()
+        Bytes::from(request_body::splice(
+            &self.raw,
+            &self.fields,
+            upstream_model,
+        ))
     }
 }
 
@@ -97,118 +77,16 @@ pub async fn read_limited(
 
 /// Validates the JSON body and extracts the routing fields.
 pub fn parse_body(raw: Bytes) -> Result<ParsedBody, GatewayError> {
-    let top: TopLevel<'_> = serde_json::from_slice(&raw).map_err(|e| {
-        GatewayError::bad_request(
-            "invalid_json",
-            format!("Request body is not valid JSON: {e}"),
-        )
-    })?;
-    let mut model = None;
-    let mut stream = false;
-    let mut background = false;
-    let mut background_span = None;
-    let mut session = None;
-    let mut cache_key = None;
-    for (key, value) in &top.0 {
-        match key.as_ref() {
-            "model" => {
-                let m: String = serde_json::from_str(value.get()).map_err(|_| {
-                    GatewayError::bad_request("invalid_model", "`model` must be a string")
-                })?;
-                model = Some((m, span_of(&raw, value)));
-            }
-            "stream" => stream = parse_bool(value, "stream")?,
-            "background" => {
-                background = parse_bool(value, "background")?;
-                if background {
-                    background_span = Some(span_of(&raw, value));
-                }
-            }
-            "session_id" => session = string_value(value),
-            "prompt_cache_key" => cache_key = string_value(value),
-            "metadata" => {
-                if let Ok(meta) = serde_json::from_str::<Metadata<'_>>(value.get())
-                    && let Some(s) = meta.session_id
-                {
-                    session = Some(s.into_owned());
-                }
-            }
-            _ => {}
-        }
-    }
-    let Some((model, model_span)) = model else {
-        return Err(GatewayError::bad_request(
-            "missing_model",
-            "`model` is required",
-        ));
-    };
-    if model.is_empty() || model.len() > 512 {
-        return Err(GatewayError::bad_request(
-            "invalid_model",
-            "`model` must be 1 to 512 characters",
-        ));
-    }
-    drop(top);
+    let fields =
+        request_body::scan(&raw).map_err(|e| GatewayError::bad_request(e.code, e.message))?;
     Ok(ParsedBody {
-        model,
-        stream,
-        background,
-        body_session_key: session.or(cache_key),
-        model_span,
-        background_span,
+        model: fields.model.clone(),
+        stream: fields.stream,
+        body_session_key: fields.session_key.clone(),
+        background: fields.background,
+        fields,
         raw,
     })
-}
-
-fn parse_bool(value: &RawValue, name: &str) -> Result<bool, GatewayError> {
-    match value.get() {
-        "true" => Ok(true),
-        "false" | "null" => Ok(false),
-        _ => Err(GatewayError::bad_request(
-            "invalid_parameter",
-            format!("`{name}` must be a boolean"),
-        )),
-    }
-}
-
-fn string_value(value: &RawValue) -> Option<String> {
-    serde_json::from_str::<String>(value.get()).ok()
-}
-
-/// Byte range of a borrowed raw value inside the buffer it was parsed from.
-fn span_of(buf: &[u8], value: &RawValue) -> (usize, usize) {
-    let start = (value.get().as_ptr() as usize).saturating_sub(buf.as_ptr() as usize);
-    (start, start + value.get().len())
-}
-
-#[derive(Deserialize)]
-struct Metadata<'a> {
-    #[serde(borrow, default)]
-    session_id: Option<Cow<'a, str>>,
-}
-
-/// The top-level JSON object as borrowed `(key, raw value)` pairs, in document order.
-struct TopLevel<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for TopLevel<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = TopLevel<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    let value: &'de RawValue = map.next_value()?;
-                    out.push((key, value));
-                }
-                Ok(TopLevel(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 #[cfg(test)]

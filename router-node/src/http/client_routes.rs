@@ -65,17 +65,6 @@ pub async fn models(rt: Rt, req: HttpRequest) -> HttpResponse {
     HttpResponse::Ok().json(json!({"object": "list", "data": data}))
 }
 
-/// Any unknown path on the client listener.
-pub async fn not_found(req: HttpRequest) -> HttpResponse {
-    GatewayError::new(
-        StatusCode::NOT_FOUND,
-        "invalid_request_error",
-        "not_found",
-        format!("No route for {} {}", req.method(), req.path()),
-    )
-    .to_response(ClientFormat::OpenAiChat)
-}
-
 async fn handle(
     rt: Arc<Runtime>,
     req: HttpRequest,

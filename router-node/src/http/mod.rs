@@ -5,6 +5,7 @@ pub mod auth;
 pub mod body;
 pub mod client_routes;
 pub mod errors;
+pub mod fallback;
 pub mod ingress;
 pub mod scrub;
 pub mod server;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use actix_web::{App, HttpServer, web};
 
-use super::{admin_routes, client_routes};
+use super::{admin_routes, client_routes, fallback};
 use crate::reload::RuntimeCell;
 
 /// Builds and binds both servers; returns them ready to run. Handlers load the current
@@ -45,7 +45,7 @@ pub fn bind(
                     "/api/v1/session-leases",
                     web::post().to(crate::leases::handler::session_leases),
                 )
-                .default_service(web::to(client_routes::not_found))
+                .default_service(web::to(fallback::not_found))
         }
     })
     // Nagle would hold a stream's last small write (the chunked terminator, or a small SSE

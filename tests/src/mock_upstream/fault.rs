@@ -154,6 +154,15 @@ pub struct FaultSpec {
     /// JSON value is sent as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<serde_json::Value>,
+    /// Response body sent byte for byte, for what `body` cannot express: invalid UTF-8, a
+    /// malformed SSE stream, a truncated JSON document. Sent with `status` (default 200) and
+    /// `content_type`, on streamed and non-streamed requests alike; wins over `body`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_body: Option<Vec<u8>>,
+    /// `Content-Type` of `raw_body` (default `application/octet-stream`) or of `body`
+    /// (default: JSON for a JSON value, plain text for a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
     /// Extra response headers (for example `Retry-After`, `x-ratelimit-reset`,
     /// `anthropic-ratelimit-requests-reset`), on error and normal responses alike.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -229,6 +238,16 @@ impl FaultSpec {
         }
     }
 
+    /// A fault that answers `status` with `body` byte for byte as `content_type`.
+    pub fn raw(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: Some(status),
+            raw_body: Some(body.into()),
+            content_type: Some(content_type.to_owned()),
+            ..Self::default()
+        }
+    }
+
     /// Restricts the fault to one route.
     pub fn on_route(mut self, route: Route) -> Self {
         self.matcher.route = Some(route.label().to_owned());
@@ -276,6 +295,11 @@ impl FaultSpec {
             if count > MAX_CHUNKS {
                 return Err(format!("at most {MAX_CHUNKS} chunks per response"));
             }
+        }
+        if let Some(ct) = &self.content_type
+            && hyper::header::HeaderValue::from_str(ct).is_err()
+        {
+            return Err(format!("invalid content type {ct:?}"));
         }
         for (name, value) in &self.headers {
             let parsed = hyper::header::HeaderName::from_bytes(name.as_bytes());

@@ -159,6 +159,16 @@ fn apply_fault_headers(headers: &mut HeaderMap, fault: Option<&FaultSpec>) {
     }
 }
 
+/// A scripted `content_type` replaces the default one (validated when scripted).
+fn set_content_type(headers: &mut HeaderMap, fault: Option<&FaultSpec>) {
+    if let Some(v) = fault
+        .and_then(|f| f.content_type.as_deref())
+        .and_then(|ct| HeaderValue::from_str(ct).ok())
+    {
+        headers.insert(CONTENT_TYPE, v);
+    }
+}
+
 /// A scripted delay, or the default, never longer than the configured maximum stall so no
 /// script can park a request indefinitely.
 fn millis(ms: Option<u64>, default: Duration, cap: Duration) -> Duration {
@@ -301,6 +311,9 @@ impl Served {
 
         let status = fault.and_then(|f| f.status).unwrap_or(200);
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if let Some(raw) = fault.and_then(|f| f.raw_body.as_ref()) {
+            return self.raw(status, raw, fault);
+        }
         if let Some(body) = fault.and_then(|f| f.body.as_ref()) {
             return self.verbatim(status, body, fault);
         }
@@ -377,8 +390,17 @@ impl Served {
             other => (JSON, wire::serialize(other)),
         };
         let mut headers = provider_headers(self.route, content_type);
+        set_content_type(&mut headers, fault);
         apply_fault_headers(&mut headers, fault);
         response(status, headers, MockBody::full(bytes))
+    }
+
+    /// A `raw_body` fault: the bytes exactly as scripted.
+    fn raw(&self, status: StatusCode, raw: &[u8], fault: Option<&FaultSpec>) -> Response<MockBody> {
+        let mut headers = provider_headers(self.route, "application/octet-stream");
+        set_content_type(&mut headers, fault);
+        apply_fault_headers(&mut headers, fault);
+        response(status, headers, MockBody::full(Bytes::copy_from_slice(raw)))
     }
 
     fn json(
