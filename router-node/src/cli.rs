@@ -16,9 +16,9 @@ use crate::runtime::Runtime;
 /// A reload (SIGHUP) validates through the same [`load_runtime`].
 pub fn check(path: &Path) -> ExitCode {
     // Inside a runtime: the Redis client of redis mode spawns its connection task when built.
-    let built = actix_web::rt::System::new()
+    let loaded = actix_web::rt::System::new()
         .block_on(async { load_runtime(path, &|k| std::env::var(k).ok(), Clock::new()) });
-    match built {
+    match loaded {
         Ok(rt) => {
             for w in &rt.settings_warnings {
                 eprintln!("warning: {w}");
@@ -100,6 +100,13 @@ fn serve_file(
         let arbiter = actix::Arbiter::new();
         let (client, admin) = {
             let rt = cell.load();
+            if let Some(cluster) = &rt.cluster {
+                // Before the actors start, so every actor hands its changes to the writer.
+                // A reload carries both the cluster handle and the actor stats over.
+                let _ = rt.actor_stats.cluster.set(cluster.clone());
+                let current = cell.clone();
+                crate::cluster::start(cluster, Arc::new(move || current.load()));
+            }
             crate::actors::start_actors(
                 &rt.providers,
                 &rt.connections,
@@ -130,6 +137,11 @@ fn serve_file(
             .await
             .map(|_| ());
         signals.abort();
+        if let Some(cluster) = &cell.load().cluster {
+            // Leave the membership at once rather than after the heartbeat TTL (bounded by the
+            // Redis timeout; a failure only means the key expires on its own).
+            let _ = cluster.store.remove_node(&cluster.node_id).await;
+        }
         cell.load()
             .lifecycle
             .draining

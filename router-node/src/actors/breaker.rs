@@ -30,11 +30,15 @@ use switchyard_shared::breaker::{Breaker, BreakerEffect, BreakerProfile};
 use super::ActorStats;
 use super::connection::ConnectionActor;
 use super::messages::{
-    AdmitProbe, ApplySettings, BreakerObserve, ChildStopped, GetBreaker, GetBreakerStatus,
-    GetTransitionCount, ReleaseProbe, ResetBreaker, Retire, SetConnParams,
+    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped, GetBreaker,
+    GetBreakerStatus, GetTransitionCount, ReleaseProbe, ResetBreaker, Retire, SetConnParams,
 };
 use super::params::ConnActorParams;
+use crate::cluster::{Cluster, LocalChange};
 use crate::state::{BreakerSnapshot, ConnHandle, ProviderHandle};
+use switchyard_shared::breaker::BreakerState;
+use switchyard_shared::outcome::BreakerOutcome;
+use switchyard_shared::wire::BreakerPhase;
 
 /// Mailbox capacity of a breaker actor. It aggregates the breaker observations of all of its
 /// provider's connections, hence more than a connection actor.
@@ -65,9 +69,14 @@ struct Child {
 
 impl Child {
     /// Runs a new incarnation on the current arbiter and returns its address.
-    fn start(&mut self, supervisor: Recipient<ChildStopped>) -> Addr<ConnectionActor> {
+    fn start(
+        &mut self,
+        supervisor: Recipient<ChildStopped>,
+        cluster: Option<Arc<Cluster>>,
+    ) -> Addr<ConnectionActor> {
         self.incarnation += 1;
         let actor = ConnectionActor::new(self.handle.clone(), self.params.clone())
+            .with_cluster(cluster)
             .supervised_by(supervisor, self.incarnation);
         let ctx = match self.mailbox.take() {
             Some(rx) => Context::with_receiver(rx),
@@ -88,6 +97,10 @@ pub struct ProviderBreakerActor {
     /// Transitions applied since start (history entries, `probe-expired` included).
     transitions: u64,
     stopping: bool,
+    /// The cluster writer in redis mode (from `stats.cluster`).
+    cluster: Option<Arc<Cluster>>,
+    /// The newest cluster breaker generation applied; older transitions are stale.
+    cluster_generation: u64,
 }
 
 impl ProviderBreakerActor {
@@ -101,9 +114,18 @@ impl ProviderBreakerActor {
             provider,
             breaker: Breaker::new(profile),
             children: Vec::new(),
+            cluster: stats.cluster.get().cloned(),
             stats,
             transitions: 0,
             stopping: false,
+            cluster_generation: 0,
+        }
+    }
+
+    /// Hands a local breaker change to the cluster writer (redis mode); never waits.
+    fn emit(&self, change: impl FnOnce(Arc<str>) -> LocalChange) {
+        if let Some(cluster) = &self.cluster {
+            cluster.emit(change(self.provider.id.clone()));
         }
     }
 
@@ -170,7 +192,7 @@ impl Actor for ProviderBreakerActor {
         let supervisor: Recipient<ChildStopped> = ctx.address().recipient();
         for child in &mut self.children {
             let had_mailbox = child.mailbox.is_some();
-            let addr = child.start(supervisor.clone());
+            let addr = child.start(supervisor.clone(), self.cluster.clone());
             if !had_mailbox {
                 child.handle.actor.store(Some(Arc::new(addr)));
             }
@@ -187,6 +209,37 @@ impl Handler<BreakerObserve> for ProviderBreakerActor {
     type Result = ();
 
     fn handle(&mut self, msg: BreakerObserve, _: &mut Self::Context) {
+        if let Some(cluster) = &self.cluster {
+            let params = crate::cluster::breaker_params(self.breaker.profile());
+            match (msg.generation, msg.outcome) {
+                (_, BreakerOutcome::Ignore) => {}
+                (Some(local), outcome) => {
+                    match cluster.take_probe(&self.provider.id, local.0) {
+                        Some(generation) => {
+                            let success = outcome == BreakerOutcome::Success;
+                            self.emit(|provider| LocalChange::ProbeResult {
+                                provider,
+                                generation,
+                                success,
+                                params,
+                            });
+                        }
+                        // A probe of this node's own OPEN (Redis away, or the shared breaker
+                        // closed): its failure still counts in the shared window.
+                        None if outcome != BreakerOutcome::Success => {
+                            self.emit(|provider| LocalChange::BreakerFailure { provider, params });
+                        }
+                        None => {}
+                    }
+                }
+                (None, BreakerOutcome::Failure(_)) => {
+                    self.emit(|provider| LocalChange::BreakerFailure { provider, params });
+                }
+                (None, BreakerOutcome::Success) => {
+                    self.emit(|provider| LocalChange::BreakerSuccess { provider });
+                }
+            }
+        }
         let effects = self.breaker.on_outcome(msg.generation, msg.outcome, msg.at);
         self.apply(effects);
         self.publish(msg.at);
@@ -208,6 +261,10 @@ impl Handler<ReleaseProbe> for ProviderBreakerActor {
     type Result = ();
 
     fn handle(&mut self, msg: ReleaseProbe, _: &mut Self::Context) {
+        if let Some(cluster) = &self.cluster {
+            // The cluster lease lapses on its own TTL; only the local binding goes.
+            let _ = cluster.take_probe(&self.provider.id, msg.generation.0);
+        }
         self.breaker.release_probe(msg.generation, msg.at);
         self.publish(msg.at);
     }
@@ -217,6 +274,7 @@ impl Handler<ResetBreaker> for ProviderBreakerActor {
     type Result = ();
 
     fn handle(&mut self, msg: ResetBreaker, _: &mut Self::Context) {
+        self.emit(|provider| LocalChange::BreakerReset { provider });
         let effects = self.breaker.reset(msg.at);
         self.apply(effects);
         self.publish(msg.at);
@@ -344,7 +402,7 @@ impl Handler<ChildStopped> for ProviderBreakerActor {
             return;
         }
         child.restarts.push_back(now);
-        let addr = child.start(ctx.address().recipient());
+        let addr = child.start(ctx.address().recipient(), self.cluster.clone());
         child.handle.actor.store(Some(Arc::new(addr)));
         self.stats.restarts.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
@@ -353,5 +411,39 @@ impl Handler<ChildStopped> for ProviderBreakerActor {
             incarnation = child.incarnation,
             "restarted connection actor after a panic"
         );
+    }
+}
+
+impl Handler<ApplyRemoteBreaker> for ProviderBreakerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ApplyRemoteBreaker, _: &mut Self::Context) {
+        // CLOSED only through a newer transition: a resync reading an old CLOSED must not
+        // close an OPEN this node reached on its own (e.g. while Redis was down).
+        let stale = match msg.to {
+            BreakerPhase::Closed => msg.generation <= self.cluster_generation,
+            _ => msg.generation < self.cluster_generation,
+        };
+        if stale {
+            if !(msg.resync && msg.generation < self.cluster_generation) {
+                return;
+            }
+            // The shared generation went backwards: Redis lost its data (a restart without
+            // persistence). Count from its generation again, but never close on that alone.
+            self.cluster_generation = msg.generation;
+            if msg.to == BreakerPhase::Closed {
+                return;
+            }
+        }
+        self.cluster_generation = msg.generation;
+        let to = match msg.to {
+            BreakerPhase::Closed => BreakerState::Closed,
+            BreakerPhase::Degraded => BreakerState::Degraded,
+            BreakerPhase::Open => BreakerState::Open,
+            BreakerPhase::HalfOpen => BreakerState::HalfOpen,
+        };
+        let effects = self.breaker.apply_remote(to, msg.retry_after_ms, msg.at);
+        self.apply(effects);
+        self.publish(msg.at);
     }
 }

@@ -24,10 +24,12 @@ use switchyard_shared::cooldown::{self, ConnEvent, ConnState, Effect};
 use switchyard_shared::lockout::{LockoutScope, LockoutTable, ModelRef};
 
 use super::messages::{
-    ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic, ObserveFailure,
-    ObserveSuccess, PruneLockouts, Reinstate, Retire, SetConnParams, SetRateLimitProtection,
+    ApplyRemote, ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic,
+    ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, Retire, SetConnParams,
+    SetRateLimitProtection,
 };
 use super::params::ConnActorParams;
+use crate::cluster::{Cluster, LocalChange, change::failure_reason_of, change::lock_target_name};
 use crate::state::{ConnHandle, ConnSnapshot};
 
 /// Mailbox capacity of a connection actor. Observations beyond it are dropped (and counted) by
@@ -100,6 +102,8 @@ pub struct ConnectionActor {
     epoch: u64,
     /// `None` until a message with a time arrives (after a restart too): no pruning before.
     time: Option<TimeBase>,
+    /// The cluster writer in redis mode: local changes are handed to it, remote ones never.
+    cluster: Option<Arc<Cluster>>,
     _death_notice: Option<DeathNotice>,
 }
 
@@ -115,7 +119,49 @@ impl ConnectionActor {
             epoch: snapshot.epoch,
             handle,
             time: None,
+            cluster: None,
             _death_notice: None,
+        }
+    }
+
+    /// Hands this actor's local changes to the cluster writer (redis mode).
+    pub fn with_cluster(mut self, cluster: Option<Arc<Cluster>>) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    /// Hands a local change to the cluster writer; never waits.
+    fn emit(&self, change: LocalChange) {
+        if let Some(cluster) = &self.cluster {
+            cluster.emit(change);
+        }
+    }
+
+    /// The cluster writes a cooldown transition's effects call for.
+    fn emit_effects(&self, effects: &[Effect], at: Millis) {
+        if self.cluster.is_none() {
+            return;
+        }
+        let conn = self.handle.id.clone();
+        for effect in effects {
+            match *effect {
+                Effect::CooldownSet {
+                    until,
+                    level,
+                    reason,
+                } => self.emit(LocalChange::Cooldown {
+                    conn: conn.clone(),
+                    duration_ms: until.saturating_sub(at),
+                    level,
+                    reason,
+                    last_error: self.state.last_error.clone().unwrap_or_default(),
+                }),
+                Effect::BecameTerminal(status) => self.emit(LocalChange::Terminal {
+                    conn: conn.clone(),
+                    status,
+                }),
+                _ => {}
+            }
         }
     }
 
@@ -150,12 +196,17 @@ impl ConnectionActor {
 
     /// Applies a cooldown event; returns whether the state changed.
     fn apply(&mut self, event: &ConnEvent, at: Millis) -> bool {
+        self.apply_with_effects(event, at).0
+    }
+
+    /// Applies a cooldown event; returns whether the state changed and what it did.
+    fn apply_with_effects(&mut self, event: &ConnEvent, at: Millis) -> (bool, Vec<Effect>) {
         self.note_time(at);
         let (next, effects) = cooldown::on_event(&self.state, event, &self.params.cooldown, at);
         self.log_effects(&effects);
         let changed = next != self.state;
         self.state = next;
-        changed
+        (changed, effects)
     }
 
     fn log_effects(&self, effects: &[Effect]) {
@@ -249,15 +300,28 @@ impl Handler<ObserveFailure> for ConnectionActor {
             at,
             ..
         } = msg;
-        let mut changed = self.apply(&ConnEvent::Failure(observation), at);
+        let (mut changed, effects) = self.apply_with_effects(&ConnEvent::Failure(observation), at);
+        self.emit_effects(&effects, at);
         if let Some((key, mut failure)) = lockout {
             if failure.reset_after_ms == 0 {
                 failure.reset_after_ms = self.params.lockout_reset_after_ms;
             }
-            changed |= self
-                .lockouts
-                .record_failure(key, failure, &self.params.lockout, at)
-                .is_some();
+            let provider = key.provider.clone();
+            let model = lock_target_name(&key.model);
+            if let Some(entry) =
+                self.lockouts
+                    .record_failure(key, failure, &self.params.lockout, at)
+            {
+                changed = true;
+                self.emit(LocalChange::Lockout {
+                    provider: Arc::from(provider.as_str()),
+                    conn: self.handle.id.clone(),
+                    model,
+                    remaining_ms: entry.remaining_ms(at),
+                    failure_count: entry.failure_count,
+                    reason: failure_reason_of(entry.reason),
+                });
+            }
         }
         if changed {
             self.publish();
@@ -270,6 +334,11 @@ impl Handler<ObserveSuccess> for ConnectionActor {
 
     fn handle(&mut self, msg: ObserveSuccess, _: &mut Self::Context) {
         let mut changed = self.apply(&ConnEvent::Success, msg.at);
+        if changed {
+            self.emit(LocalChange::Success {
+                conn: self.handle.id.clone(),
+            });
+        }
         if !self.lockouts.is_empty() {
             // The message carries no quota family, so only the exact model's entry decays; a
             // family lock runs out on its own (or on an operator clear).
@@ -281,8 +350,16 @@ impl Handler<ObserveSuccess> for ConnectionActor {
                 per_model_quota: false,
             };
             // An existing entry has a count of at least 1, so decaying it always changes it.
-            changed |= self.lockouts.get(&model.key(LockoutScope::Model)).is_some();
+            let decays = self.lockouts.get(&model.key(LockoutScope::Model)).is_some();
+            changed |= decays;
             self.lockouts.decay_model(&model);
+            if decays {
+                self.emit(LocalChange::LockoutDecay {
+                    provider: Arc::from(self.handle.config.provider.as_str()),
+                    conn: self.handle.id.clone(),
+                    model: msg.model.to_string(),
+                });
+            }
         }
         if changed {
             self.publish();
@@ -294,7 +371,14 @@ impl Handler<ClearCooldown> for ConnectionActor {
     type Result = MessageResult<ClearCooldown>;
 
     fn handle(&mut self, msg: ClearCooldown, _: &mut Self::Context) -> Self::Result {
-        MessageResult(self.operator_clear(msg.at))
+        let result = self.operator_clear(msg.at);
+        // Cleared everywhere, even when this node had nothing to clear: a peer may have.
+        if result != ClearResult::SkippedTerminal {
+            self.emit(LocalChange::Cleared {
+                conn: self.handle.id.clone(),
+            });
+        }
+        MessageResult(result)
     }
 }
 
@@ -306,6 +390,9 @@ impl Handler<Reinstate> for ConnectionActor {
         if self.apply(&ConnEvent::Reinstate, msg.at) {
             self.publish();
         }
+        self.emit(LocalChange::Reinstated {
+            conn: self.handle.id.clone(),
+        });
         was_terminal
     }
 }
@@ -328,6 +415,11 @@ impl Handler<ClearLockouts> for ConnectionActor {
         if cleared > 0 {
             self.publish();
         }
+        self.emit(LocalChange::LockoutCleared {
+            provider: Arc::from(self.handle.config.provider.as_str()),
+            conn: self.handle.id.clone(),
+            model: msg.model,
+        });
         cleared
     }
 }
@@ -384,5 +476,69 @@ impl Handler<InjectPanic> for ConnectionActor {
             "injected panic in the actor of connection {}",
             self.handle.id
         );
+    }
+}
+
+impl Handler<ApplyRemote> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ApplyRemote, _: &mut Self::Context) {
+        let at = msg.at;
+        let changed = match msg.change {
+            RemoteConn::Cooldown {
+                remaining_ms,
+                level,
+                terminal,
+            } => {
+                let remote = cooldown::RemoteCooldown {
+                    until: (remaining_ms > 0).then(|| at.saturating_add(remaining_ms)),
+                    backoff_level: level,
+                    terminal,
+                };
+                self.apply(&ConnEvent::Remote(remote), at)
+            }
+            RemoteConn::Cleared => {
+                // operator_clear publishes what it changed.
+                let _ = self.operator_clear(at);
+                false
+            }
+            RemoteConn::Reinstated => {
+                let changed = self.apply(&ConnEvent::Reinstate, at);
+                if changed {
+                    self.publish();
+                }
+                // Published above; nothing more to do.
+                false
+            }
+            RemoteConn::Lockout {
+                key,
+                reason,
+                remaining_ms,
+            } => {
+                self.note_time(at);
+                let before = self.lockouts.get(&key).copied();
+                let after = self.lockouts.lock(key, reason, remaining_ms, at);
+                before.is_none_or(|b| b.until != after.until)
+            }
+            RemoteConn::LockoutCleared { model } => {
+                self.note_time(at);
+                let provider = self.handle.config.provider.clone();
+                let cleared = match model {
+                    None => {
+                        let all = self.lockouts.len();
+                        self.lockouts = LockoutTable::new();
+                        all
+                    }
+                    Some(name) => {
+                        let target = crate::cluster::change::lock_target_of(&name);
+                        self.lockouts.clear(&provider, None, Some(target.name()))
+                    }
+                };
+                cleared > 0
+            }
+        };
+        if changed {
+            self.publish();
+        }
     }
 }

@@ -157,6 +157,51 @@ pub struct ChildStopped {
     pub panicked: bool,
 }
 
+/// A cluster peer's (or the coordinator's) change to a connection, applied as remote state:
+/// extend-only for cooldowns and lockouts, and never written back to the store (no echo).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ApplyRemote {
+    pub change: RemoteConn,
+    pub at: Millis,
+}
+
+/// What a peer changed on a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteConn {
+    /// A cooldown (and level, and maybe a terminal status) to merge, extend-only.
+    Cooldown {
+        remaining_ms: Millis,
+        level: u32,
+        terminal: Option<switchyard_shared::outcome::TerminalStatus>,
+    },
+    /// Operator clear elsewhere: cooldown and lockouts (never a terminal state).
+    Cleared,
+    /// Operator reinstatement elsewhere.
+    Reinstated,
+    /// A model lockout to merge, extend-only.
+    Lockout {
+        key: LockKey,
+        reason: switchyard_shared::lockout::LockReason,
+        remaining_ms: Millis,
+    },
+    /// Lockouts cleared elsewhere: one lock target's name, or all (`None`).
+    LockoutCleared { model: Option<String> },
+}
+
+/// A cluster breaker transition for this provider (from a peer, the coordinator, a resync or
+/// this node's own store write). `generation` orders transitions; older ones are ignored.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ApplyRemoteBreaker {
+    pub to: switchyard_shared::wire::BreakerPhase,
+    pub generation: u64,
+    pub retry_after_ms: Millis,
+    pub at: Millis,
+    /// Read by a resync (the shared state now), rather than announced by an event.
+    pub resync: bool,
+}
+
 /// Config reload: a copy of the provider's breaker, to seed the breaker actor of the same
 /// provider in the new runtime (so an OPEN breaker stays open across a reload).
 #[derive(Debug, Clone, Copy, Message)]

@@ -49,6 +49,9 @@ pub struct ActorStats {
     pub restarts_exhausted: AtomicU64,
     /// Breaker observations dropped because the breaker's mailbox was full or closed.
     pub breaker_dropped_observations: AtomicU64,
+    /// The cluster writer (redis mode), set once before the actors start; every actor hands
+    /// its local changes to it.
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 /// Starts one [`ProviderBreakerActor`] per provider on `arbiter`; each starts the

@@ -622,3 +622,54 @@ async fn breaker_hands_over_on_reload_and_retired_actors_stop() {
     assert_eq!(old.stats.restarts.load(Ordering::Relaxed), 0);
     assert!(conn_addr(&conn).connected(), "the new actor keeps running");
 }
+
+fn remote_breaker(
+    to: switchyard_shared::wire::BreakerPhase,
+    generation: u64,
+    at: Millis,
+    resync: bool,
+) -> ApplyRemoteBreaker {
+    ApplyRemoteBreaker {
+        to,
+        generation,
+        retry_after_ms: 60_000,
+        at,
+        resync,
+    }
+}
+
+#[actix_rt::test]
+async fn cluster_breaker_transitions_apply_in_generation_order() {
+    use switchyard_shared::wire::BreakerPhase as P;
+    let node = start(&ResilienceSettings::default());
+    let addr = breaker_addr(&node.provider);
+    let state = |n: &Node| n.provider.breaker.load().state();
+    addr.send(remote_breaker(P::Open, 5, 1_000, false))
+        .await
+        .unwrap();
+    assert_eq!(state(&node), BreakerState::Open);
+    // A CLOSED of the same generation is stale (it cannot close a newer OPEN)…
+    addr.send(remote_breaker(P::Closed, 5, 1_100, false))
+        .await
+        .unwrap();
+    assert_eq!(state(&node), BreakerState::Open);
+    // …a newer one closes.
+    addr.send(remote_breaker(P::Closed, 6, 1_200, false))
+        .await
+        .unwrap();
+    assert_eq!(state(&node), BreakerState::Closed);
+    // An event from an older generation is ignored; a resync that reads one means Redis lost
+    // its data, so it is adopted (an OPEN), but an old CLOSED never closes anything.
+    addr.send(remote_breaker(P::Open, 2, 1_300, false))
+        .await
+        .unwrap();
+    assert_eq!(state(&node), BreakerState::Closed);
+    addr.send(remote_breaker(P::Open, 1, 1_400, true))
+        .await
+        .unwrap();
+    assert_eq!(state(&node), BreakerState::Open);
+    addr.send(remote_breaker(P::Closed, 0, 1_500, true))
+        .await
+        .unwrap();
+    assert_eq!(state(&node), BreakerState::Open);
+}

@@ -127,18 +127,35 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
 
     let ready = rt.lifecycle.ready.load(Ordering::Acquire);
     let draining = rt.lifecycle.draining.load(Ordering::Acquire);
+    let cluster_degraded = rt.cluster.as_ref().is_some_and(|c| c.degraded());
     let status = if draining {
         "draining"
-    } else if stale || !ready {
+    } else if stale || !ready || cluster_degraded {
         "degraded"
     } else {
         "healthy"
     };
     let mode = rt.config.cluster.mode;
-    let redis_state = match mode {
-        ClusterMode::Embedded => "not_configured",
-        // This node version has no Redis client yet: say so rather than claim a connection.
-        ClusterMode::Redis => "unavailable",
+    let cluster = match &rt.cluster {
+        Some(c) => {
+            let last_resync = c.sync.last_resync_ms.load(Ordering::Relaxed);
+            json!({
+                "mode": ClusterMode::Redis.as_str(),
+                "redis": {"state": c.store.state().as_str(), "url": c.config.redis_url},
+                "degraded": cluster_degraded,
+                "subscribed": c.sync.subscribed(),
+                "liveNodes": c.live_nodes(),
+                "settingsVersion": c.sync.settings_version.load(Ordering::Relaxed),
+                "replayQueueDepth": c.replay_depth(),
+                "resyncs": c.metrics.resync_count(),
+                "lastResyncAt": (last_resync > 0).then_some(last_resync),
+            })
+        }
+        None => json!({
+            "mode": mode.as_str(),
+            "redis": {"state": "not_configured"},
+            "degraded": false,
+        }),
     };
     let uptime_ms = now.mono;
     let body = json!({
@@ -150,10 +167,8 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
         "uptimeMs": uptime_ms,
         "ready": ready,
         "draining": draining,
-        "cluster": {
-            "mode": mode.as_str(),
-            "redis": {"state": redis_state},
-        },
+        "cluster": cluster,
+        "cluster_degraded": cluster_degraded,
         "inFlight": rt.stats.inflight.load(Ordering::Relaxed).max(0),
         "config": {"generation": rt.generation, "loadedAt": rt.loaded_at_unix_ms},
         "circuitBreakers": {

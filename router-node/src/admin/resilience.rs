@@ -81,6 +81,18 @@ fn invalid_settings(errors: Vec<FieldError>) -> ApiError {
         .with_details(errors.into_iter().map(|e| (e.path, e.message)).collect())
 }
 
+/// 503 `settings_store_unavailable`: in redis mode the shared settings could not be read or
+/// written, so nothing was changed.
+fn cluster_unavailable(e: &switchyard_shared::store::StoreError) -> ApiError {
+    tracing::warn!(error = %e, "shared settings unavailable");
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        "settings_store_unavailable",
+        "The shared settings store (Redis) is unreachable; nothing was changed",
+    )
+}
+
 /// `a.b`, or `b` under an empty prefix.
 fn join(prefix: &str, field: &str) -> String {
     if prefix.is_empty() {
@@ -133,10 +145,22 @@ pub async fn patch_settings(
     );
 
     let store = &rt.settings_store;
+    if let Some(cluster) = &rt.cluster {
+        // Patch the cluster's newest document, not an older local copy of it.
+        crate::cluster::settings::pull(cluster, &rt, None)
+            .await
+            .map_err(|e| cluster_unavailable(&e))?;
+    }
     // One patch at a time: from reading the layer to telling the actors.
     let _writer = store.lock_writer().await;
     let next = apply_patch(&store.persisted(), &patch).map_err(invalid_settings)?;
     let built = settings::build(&rt.config, store.env(), &next);
+    if let Some(cluster) = &rt.cluster {
+        // Redis first: a patch that cannot reach the other nodes changes nothing.
+        crate::cluster::settings::persist(cluster, &next)
+            .await
+            .map_err(|e| cluster_unavailable(&e))?;
+    }
     if let Err(e) = store.store(next).await {
         tracing::error!(error = %e, "cannot write the persisted settings");
         return Err(ApiError::new(

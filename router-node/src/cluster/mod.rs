@@ -4,20 +4,76 @@
 //! [`Cluster`] holds the node's identity in the cluster and the shared [`RedisStore`]; the
 //! runtime carries it as `Option<Arc<Cluster>>` (`None` in embedded mode), so everything that
 //! differs between the modes asks that one question. The request path never waits on Redis
-//! except for leased requests and cluster-wide caps, and then never longer than
-//! `redis_timeout_ms`.
+//! except for leased requests, cluster-wide caps and a due half-open probe, and then never
+//! longer than `redis_timeout_ms`.
+//!
+//! - [`change`]: what actors hand over ([`LocalChange`]); they `try_send` and never wait.
+//! - [`writer`]: the task that writes local changes to Redis and publishes them as events, and
+//!   keeps them in the bounded [`replay`] queue while Redis is unreachable.
+//! - [`sync`]: the task that applies peers' events and resynchronises from Redis on every
+//!   (re)connect and periodically; [`remote`] turns an event into actor messages.
+//! - [`membership`]: heartbeats and the live node count.
+//! - [`probe`]: the cluster-wide half-open probe lease.
+//! - [`settings`]: runtime settings shared through Redis.
 
-use std::sync::Arc;
+pub mod change;
+pub mod membership;
+pub mod probe;
+pub mod remote;
+pub mod replay;
+pub mod settings;
+pub mod sync;
+pub mod writer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rand::Rng as _;
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::BreakerProfile;
 use switchyard_shared::config::{ClusterConfig, ClusterMode, ConfigError};
 use switchyard_shared::store::{
-    HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig, StoreObserver,
+    BreakerParams, HealthPolicy, RedisState, RedisStore, RedisStoreConfig, StoreObserver,
 };
+use tokio::sync::mpsc;
+
+pub use change::{LocalChange, Stamped};
+
+use crate::metrics::cluster::{ClusterMetrics, EventResult};
+use replay::ReplayQueue;
 
 /// The environment variable that overrides `[cluster] redis_url`, so a password can come from
 /// a Kubernetes Secret instead of the config file.
 pub const REDIS_URL_ENV: &str = "SWITCHYARD_REDIS_URL";
+
+/// Local changes waiting for the writer. Beyond this they go to the replay queue.
+pub const WRITER_QUEUE: usize = 4096;
+
+/// Local changes kept while Redis is unreachable (oldest dropped first).
+pub const REPLAY_CAPACITY: usize = 10_000;
+
+/// The failure window of the shared breaker. The local breaker has no window (it forgets one
+/// failure per success); the shared one forgets failures older than this.
+pub const BREAKER_WINDOW_MS: Millis = 60_000;
+
+/// Where the cluster tasks find the current runtime (it may be swapped by a config reload).
+pub type RuntimeSource = Arc<dyn Fn() -> Arc<crate::runtime::Runtime> + Send + Sync>;
+
+/// Starts the cluster tasks on the current tokio runtime: the writer, the event subscriber
+/// with its resyncs, and the heartbeat. Call once per process.
+pub fn start(cluster: &Arc<Cluster>, runtime: RuntimeSource) {
+    let started_at_ms = wall_ms();
+    tokio::spawn(writer::run(cluster.clone(), runtime.clone()));
+    tokio::spawn(sync::run(cluster.clone(), runtime.clone()));
+    tokio::spawn(membership::run(cluster.clone(), runtime, started_at_ms));
+    cluster.metrics.set_degraded(true);
+    tracing::info!(
+        node_id = %cluster.node_id,
+        redis = %cluster.config.redis_url,
+        "cluster mode: redis"
+    );
+}
 
 /// This node's membership in a redis-mode cluster.
 pub struct Cluster {
@@ -26,11 +82,63 @@ pub struct Cluster {
     pub node_id: String,
     /// Random per process start: tells a restarted node's writes from its previous life's.
     pub boot_id: String,
+    /// The Redis and cluster metric families (also the store's observer).
+    pub metrics: Arc<ClusterMetrics>,
+    /// What the sync tasks know about the cluster.
+    pub sync: SyncState,
+    writer_tx: mpsc::Sender<Stamped>,
+    writer_rx: Mutex<Option<mpsc::Receiver<Stamped>>>,
+    replay: Mutex<ReplayQueue<Stamped>>,
+    /// Local probe generation → cluster probe generation, per provider.
+    probes: Mutex<HashMap<(Arc<str>, u64), u64>>,
+    /// Provider → node time until which the cluster said someone else probes.
+    probe_denied: Mutex<HashMap<Arc<str>, Millis>>,
+}
+
+/// The cluster as this node last saw it.
+#[derive(Debug, Default)]
+pub struct SyncState {
+    /// Subscribed to the events channel right now.
+    subscribed: AtomicBool,
+    /// Live nodes from the last heartbeat round (0 = unknown).
+    live_nodes: AtomicU32,
+    /// The runtime settings version this node has applied.
+    pub settings_version: AtomicU64,
+    /// Sequence number of this node's next event.
+    seq: AtomicU64,
+    /// Wall clock of the last completed resync (epoch ms, 0 = never).
+    pub last_resync_ms: AtomicU64,
+}
+
+impl SyncState {
+    /// The number of live nodes from heartbeats (this one included), at least 1. Without
+    /// Redis it is the last known count, which is what the `ceil(cap / live_nodes)` fallback
+    /// of cluster-wide caps needs.
+    pub fn live_nodes(&self) -> u32 {
+        self.live_nodes.load(Ordering::Relaxed).max(1)
+    }
+
+    pub fn subscribed(&self) -> bool {
+        self.subscribed.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_subscribed(&self, on: bool) {
+        self.subscribed.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_live_nodes(&self, n: u32) {
+        self.live_nodes.store(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 impl Cluster {
     /// The cluster handle for `config`, or `None` in embedded mode. Builds the store without
-    /// connecting (a node starts even when Redis is unreachable).
+    /// connecting (a node starts even when Redis is unreachable). The store reports to the
+    /// cluster metrics unless another `observer` is given.
     pub fn from_config(
         config: &ClusterConfig,
         node_id: &str,
@@ -49,18 +157,32 @@ impl Cluster {
             timeout_ms: config.redis_timeout_ms,
             health: HealthPolicy::default(),
         };
-        let observer = observer.unwrap_or_else(|| Arc::new(NoopObserver));
+        let metrics = ClusterMetrics::new()
+            .map(Arc::new)
+            .map_err(|e| ConfigError {
+                path: "cluster".to_owned(),
+                message: format!("cannot register the cluster metrics: {e}"),
+            })?;
+        let observer = observer.unwrap_or_else(|| metrics.clone());
         let store = RedisStore::connect(&store_config, observer).map_err(|e| ConfigError {
             path: "cluster.redis_url".to_owned(),
             message: e.to_string(),
         })?;
         let mut config = config.clone();
         config.redis_url = redact_url(&store_config.url);
+        let (writer_tx, writer_rx) = mpsc::channel(WRITER_QUEUE);
         Ok(Some(Arc::new(Self {
             store: Arc::new(store),
             config,
             node_id: node_id.to_owned(),
             boot_id: random_id(),
+            metrics,
+            sync: SyncState::default(),
+            writer_tx,
+            writer_rx: Mutex::new(Some(writer_rx)),
+            replay: Mutex::new(ReplayQueue::new(REPLAY_CAPACITY)),
+            probes: Mutex::new(HashMap::new()),
+            probe_denied: Mutex::new(HashMap::new()),
         })))
     }
 
@@ -68,6 +190,135 @@ impl Cluster {
     pub fn owner_token(&self) -> String {
         format!("{}:{}", self.node_id, self.boot_id)
     }
+
+    /// The number of live nodes (see [`SyncState::live_nodes`]).
+    pub fn live_nodes(&self) -> u32 {
+        self.sync.live_nodes()
+    }
+
+    /// Whether the node serves on local state only: Redis is not up, or the event stream is
+    /// not subscribed (changes from peers would not arrive).
+    pub fn degraded(&self) -> bool {
+        self.store.state() != RedisState::Up || !self.sync.subscribed()
+    }
+
+    /// Hands a local change to the writer without waiting. When the writer's queue is full the
+    /// change goes to the replay queue instead, so a burst is delayed, not lost.
+    pub fn emit(&self, change: LocalChange) {
+        let stamped = Stamped {
+            change,
+            wall_ms: wall_ms(),
+        };
+        match self.writer_tx.try_send(stamped) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(stamped))
+            | Err(mpsc::error::TrySendError::Closed(stamped)) => self.defer(stamped),
+        }
+    }
+
+    /// Keeps a change for replay once Redis is reachable again.
+    pub(crate) fn defer(&self, stamped: Stamped) {
+        let kind = stamped.change.kind();
+        if let Ok(mut q) = self.replay.lock() {
+            let before = q.dropped();
+            q.push(stamped);
+            let dropped = q.dropped() - before;
+            if dropped > 0 {
+                self.metrics.event(kind, EventResult::Dropped);
+            }
+            self.metrics.set_replay(q.len(), dropped);
+        }
+    }
+
+    /// The oldest change waiting for replay.
+    pub(crate) fn pop_replay(&self) -> Option<Stamped> {
+        let mut q = self.replay.lock().ok()?;
+        let item = q.pop();
+        self.metrics.set_replay(q.len(), 0);
+        item
+    }
+
+    /// Puts a change whose replay failed back at the front.
+    pub(crate) fn unpop_replay(&self, stamped: Stamped) {
+        if let Ok(mut q) = self.replay.lock() {
+            let before = q.dropped();
+            q.push_front(stamped);
+            self.metrics.set_replay(q.len(), q.dropped() - before);
+        }
+    }
+
+    pub fn replay_depth(&self) -> usize {
+        self.replay.lock().map_or(0, |q| q.len())
+    }
+
+    /// The writer's receiving end; the first caller (the writer task) gets it.
+    pub(crate) fn take_writer_rx(&self) -> Option<mpsc::Receiver<Stamped>> {
+        self.writer_rx.lock().ok().and_then(|mut rx| rx.take())
+    }
+
+    /// Remembers that local probe `local` of `provider` holds cluster probe `cluster_gen`.
+    pub fn bind_probe(&self, provider: &Arc<str>, local: u64, cluster_gen: u64) {
+        if let Ok(mut probes) = self.probes.lock() {
+            // Bindings whose outcome never came (the lease expired) must not pile up.
+            if probes.len() > 1024 {
+                probes.clear();
+            }
+            probes.insert((provider.clone(), local), cluster_gen);
+        }
+    }
+
+    /// The cluster generation bound to local probe `local`, removing the binding.
+    pub fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64> {
+        self.probes
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(&(provider.clone(), local)))
+    }
+
+    /// Until when (node time) the cluster said another node probes `provider`.
+    pub fn probe_denied_until(&self, provider: &Arc<str>) -> Option<Millis> {
+        self.probe_denied
+            .lock()
+            .ok()
+            .and_then(|d| d.get(provider).copied())
+    }
+
+    pub fn set_probe_denied(&self, provider: &Arc<str>, until: Option<Millis>) {
+        if let Ok(mut d) = self.probe_denied.lock() {
+            match until {
+                Some(until) => d.insert(provider.clone(), until),
+                None => d.remove(provider),
+            };
+        }
+    }
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.node_id)
+            .field("redis_url", &self.config.redis_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The shared breaker's parameters for a provider's profile.
+pub fn breaker_params(profile: &BreakerProfile) -> BreakerParams {
+    BreakerParams {
+        failure_threshold: profile.failure_threshold,
+        window_ms: BREAKER_WINDOW_MS.max(profile.reset_timeout_ms),
+        reset_timeout_ms: profile.reset_timeout_ms,
+        max_reset_timeout_ms: profile
+            .reset_timeout_ms
+            .saturating_mul(u64::from(profile.max_backoff_multiplier.max(1))),
+    }
+}
+
+/// Wall-clock epoch milliseconds (event timestamps, propagation delay).
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A Redis URL safe to show in health bodies and logs: any password is replaced.
@@ -116,6 +367,80 @@ mod tests {
         let cfg = ClusterConfig::default();
         let cluster = Cluster::from_config(&cfg, "n1", &|_| None, None);
         assert!(matches!(cluster, Ok(None)));
+    }
+
+    fn redis_cluster() -> Arc<Cluster> {
+        let cfg = ClusterConfig {
+            mode: ClusterMode::Redis,
+            redis_url: "redis://127.0.0.1:1/0".to_owned(),
+            ..ClusterConfig::default()
+        };
+        match Cluster::from_config(&cfg, "n1", &|_| None, None) {
+            Ok(Some(c)) => c,
+            _ => unreachable!("redis mode builds a cluster handle"),
+        }
+    }
+
+    #[tokio::test]
+    async fn live_nodes_is_at_least_one_and_follows_the_heartbeats() {
+        let c = redis_cluster();
+        assert_eq!(c.live_nodes(), 1, "unknown counts as this node alone");
+        c.sync.set_live_nodes(3);
+        assert_eq!(c.live_nodes(), 3);
+        c.sync.set_live_nodes(0);
+        assert_eq!(c.live_nodes(), 1);
+        assert!(c.degraded(), "not subscribed yet");
+    }
+
+    #[tokio::test]
+    async fn changes_wait_for_replay_when_the_writer_is_gone_and_come_out_in_order() {
+        let c = redis_cluster();
+        drop(c.take_writer_rx());
+        for i in 0..3u32 {
+            c.emit(LocalChange::Cooldown {
+                conn: Arc::from("k"),
+                duration_ms: 1000,
+                level: i,
+                reason: switchyard_shared::outcome::FailureReason::RateLimitExceeded,
+                last_error: String::new(),
+            });
+        }
+        assert_eq!(c.replay_depth(), 3);
+        let first = c.pop_replay().map(|s| s.change);
+        assert!(matches!(
+            first,
+            Some(LocalChange::Cooldown { level: 0, .. })
+        ));
+        assert!(
+            c.take_writer_rx().is_none(),
+            "the receiver is handed out once"
+        );
+    }
+
+    #[tokio::test]
+    async fn probe_bindings_are_taken_once() {
+        let c = redis_cluster();
+        let p: Arc<str> = Arc::from("openai");
+        c.bind_probe(&p, 7, 42);
+        assert_eq!(c.take_probe(&p, 7), Some(42));
+        assert_eq!(c.take_probe(&p, 7), None);
+        c.set_probe_denied(&p, Some(500));
+        assert_eq!(c.probe_denied_until(&p), Some(500));
+        c.set_probe_denied(&p, None);
+        assert_eq!(c.probe_denied_until(&p), None);
+    }
+
+    #[test]
+    fn shared_breaker_params_follow_the_profile() {
+        let profile = BreakerProfile::default();
+        let p = breaker_params(&profile);
+        assert_eq!(p.failure_threshold, profile.failure_threshold);
+        assert_eq!(p.reset_timeout_ms, profile.reset_timeout_ms);
+        assert_eq!(
+            p.max_reset_timeout_ms,
+            profile.reset_timeout_ms * u64::from(profile.max_backoff_multiplier)
+        );
+        assert!(p.window_ms >= BREAKER_WINDOW_MS);
     }
 
     #[tokio::test]

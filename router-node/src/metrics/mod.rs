@@ -33,6 +33,7 @@
 //! node's own waits (request queue, concurrency gates, cooldown waits), which also have their
 //! own families.
 
+pub mod cluster;
 mod collector;
 mod counts;
 pub mod labels;
@@ -694,7 +695,16 @@ impl Drop for RequestTimer {
 
 /// `GET /metrics` (admin listener, no authentication): the text exposition format.
 pub async fn scrape(rt: Rt) -> HttpResponse {
-    match rt.metrics.encode() {
+    let text = rt.metrics.encode().and_then(|mut text| {
+        // The cluster families live in the cluster's own registry (it outlives a runtime).
+        if let Some(cluster) = &rt.cluster {
+            let mut buf = Vec::new();
+            TextEncoder::new().encode(&cluster.metrics.registry().gather(), &mut buf)?;
+            text.push_str(&String::from_utf8_lossy(&buf));
+        }
+        Ok(text)
+    });
+    match text {
         Ok(text) => HttpResponse::Ok()
             .content_type("text/plain; version=0.0.4; charset=utf-8")
             .body(text),

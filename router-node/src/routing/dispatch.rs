@@ -323,7 +323,20 @@ async fn try_target(
             return Ok(None);
         }
         BreakerView::Open { .. } | BreakerView::HalfOpen => {
-            match admit_probe(&provider, now).await {
+            let mut admission = admit_probe(&provider, now).await;
+            if let Some(cluster) = &rt.cluster {
+                let ttl = crate::cluster::probe::lease_ttl_ms(&provider);
+                admission = crate::cluster::probe::admit(
+                    cluster,
+                    &provider,
+                    &rt.actor_stats,
+                    admission,
+                    ttl,
+                    now,
+                )
+                .await;
+            }
+            match admission {
                 Admission::Allowed => {}
                 Admission::Probe { generation } => probe = Some(generation),
                 Admission::Rejected { retry_after_ms } => {

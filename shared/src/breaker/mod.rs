@@ -38,6 +38,7 @@
 //! history keeps the last [`HISTORY_LIMIT`] entries.
 
 mod profile;
+mod remote;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -104,6 +105,11 @@ pub struct Breaker {
     open_cycle_count: u32,
     last_generation: u64,
     history: VecDeque<Transition>,
+    /// The end of an OPEN adopted from the cluster (see `apply_remote`): the shared breaker's
+    /// deadline, which this node's `opened_at + timeout` cannot always express (a node clock
+    /// that started less than one timeout ago). Cleared by every transition.
+    #[serde(default)]
+    remote_open_until: Option<Millis>,
 }
 
 impl Default for Breaker {
@@ -125,6 +131,7 @@ impl Breaker {
             open_cycle_count: 0,
             last_generation: 0,
             history: VecDeque::new(),
+            remote_open_until: None,
         }
     }
 
@@ -425,6 +432,7 @@ impl Breaker {
     ) {
         let from = self.phase.state();
         self.phase = phase;
+        self.remote_open_until = None;
         self.record(from, reason, now, effects);
     }
 
@@ -451,7 +459,8 @@ impl Breaker {
     }
 
     fn open_until(&self, opened_at: Millis) -> Millis {
-        opened_at.saturating_add(self.effective_reset_timeout_ms())
+        self.remote_open_until
+            .unwrap_or_else(|| opened_at.saturating_add(self.effective_reset_timeout_ms()))
     }
 
     fn probe_budget(&self) -> usize {

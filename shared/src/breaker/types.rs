@@ -44,6 +44,8 @@ pub enum TransitionReason {
     /// A probe lease lapsed without an outcome (HALF_OPEN stays HALF_OPEN).
     ProbeExpired,
     ManualReset,
+    /// The cluster's shared breaker changed (a peer's transition, or a resync).
+    Cluster,
 }
 
 impl TransitionReason {
@@ -58,6 +60,7 @@ impl TransitionReason {
             Self::ProbeFailed => "probe-failed",
             Self::ProbeExpired => "probe-expired",
             Self::ManualReset => "manual-reset",
+            Self::Cluster => "cluster",
         }
     }
 }

@@ -1,0 +1,90 @@
+//! The cluster-wide half-open probe.
+//!
+//! Why: when a provider's open window ends, every node would otherwise send its own probe, so
+//! a provider that just came back gets one probe per node. In redis mode a node that its local
+//! breaker would let probe must also win the provider's probe lease in Redis (fenced by a
+//! generation from a counter that is never reset); exactly one node wins per window. The
+//! others are told how long to wait and remember it, so they ask Redis again only after that.
+//! Without Redis the node falls back to its local probe (degraded, one per node).
+
+use std::sync::Arc;
+
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::Admission;
+use switchyard_shared::store::ProbeGrant;
+
+use super::Cluster;
+use crate::actors::ActorStats;
+use crate::state::ProviderHandle;
+
+/// Shortest wait before asking Redis again after a denial.
+const MIN_DENIAL_MS: Millis = 100;
+
+/// Turns the local breaker's admission into the cluster's: a local `Probe` stands only if this
+/// node also holds the cluster probe lease. `now` is node time; `ttl_ms` bounds the lease when
+/// the probe's outcome never comes back.
+pub async fn admit(
+    cluster: &Cluster,
+    provider: &ProviderHandle,
+    stats: &ActorStats,
+    local: Admission,
+    ttl_ms: Millis,
+    now: Millis,
+) -> Admission {
+    let Admission::Probe { generation } = local else {
+        return local;
+    };
+    let id: &Arc<str> = &provider.id;
+    if let Some(until) = cluster.probe_denied_until(id)
+        && until > now
+    {
+        crate::actors::release_probe(provider, stats, generation, now);
+        return Admission::Rejected {
+            retry_after_ms: until - now,
+        };
+    }
+    match cluster
+        .store
+        .breaker_probe_acquire(id, &cluster.owner_token(), ttl_ms)
+        .await
+    {
+        Ok(ProbeGrant::Granted {
+            generation: cluster_gen,
+            ..
+        }) => {
+            cluster.set_probe_denied(id, None);
+            cluster.bind_probe(id, generation.0, cluster_gen);
+            tracing::info!(provider = %id, cluster_gen, "cluster probe granted");
+            local
+        }
+        // The shared breaker is closed: this node's OPEN was its own; its probe may go.
+        Ok(ProbeGrant::Denied { retry_after_ms: 0 }) => local,
+        Ok(ProbeGrant::Denied { retry_after_ms }) => {
+            let wait = retry_after_ms.max(MIN_DENIAL_MS);
+            cluster.set_probe_denied(id, Some(now.saturating_add(wait)));
+            crate::actors::release_probe(provider, stats, generation, now);
+            Admission::Rejected {
+                retry_after_ms: wait,
+            }
+        }
+        Err(e) => {
+            tracing::debug!(provider = %id, error = %e, "cluster probe unavailable; probing locally");
+            local
+        }
+    }
+}
+
+/// How long a cluster probe lease lives when its outcome never comes back: long enough for
+/// the probe's response headers, at least a few seconds.
+pub fn lease_ttl_ms(provider: &ProviderHandle) -> Millis {
+    let t = &provider.config.timeouts;
+    let attempt = if t.attempt_deadline_ms > 0 {
+        t.attempt_deadline_ms
+    } else {
+        t.connect_ms.saturating_add(t.headers_ms)
+    };
+    attempt.clamp(MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS)
+}
+
+const MIN_LEASE_TTL_MS: Millis = 2_000;
+const MAX_LEASE_TTL_MS: Millis = 120_000;

@@ -1,0 +1,141 @@
+//! Turning a cluster event into messages for this node's actors.
+//!
+//! Why separate: the same mapping serves peers' events, the coordinator's, a resync and this
+//! node's own store replies (when Redis knew more than the node, e.g. a longer cooldown set by
+//! a peer). Messages go with `do_send`: remote state is rare and must not be lost to a full
+//! mailbox, and none of it is ever written back to Redis (no echo).
+
+use switchyard_shared::Millis;
+use switchyard_shared::lockout::LockKey;
+use switchyard_shared::wire::{BreakerPhase, WireEvent};
+
+use super::change::{lock_reason_of, lock_target_of};
+use crate::actors::{ApplyRemote, ApplyRemoteBreaker, RemoteConn};
+use crate::runtime::Runtime;
+
+/// What became of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Handed to an actor.
+    Applied,
+    /// No such connection or provider here, or its actor is not running.
+    Dropped,
+    /// Not an actor's business (settings, leases): the caller handles it or it is informational.
+    NotForActors,
+}
+
+/// Sends `change` to the connection `conn`'s actor.
+pub fn to_connection(rt: &Runtime, conn: &str, change: RemoteConn) -> Applied {
+    let Some(handle) = rt.connection(conn) else {
+        return Applied::Dropped;
+    };
+    match &*handle.actor.load() {
+        Some(addr) => {
+            addr.do_send(ApplyRemote {
+                change,
+                at: rt.clock.now(),
+            });
+            Applied::Applied
+        }
+        None => Applied::Dropped,
+    }
+}
+
+/// Sends a cluster breaker phase to `provider`'s breaker actor (`resync`: read from the keys
+/// rather than announced).
+pub fn to_breaker(
+    rt: &Runtime,
+    provider: &str,
+    to: BreakerPhase,
+    generation: u64,
+    retry_after_ms: Millis,
+    resync: bool,
+) -> Applied {
+    let Some(addr) = rt.provider(provider).and_then(|p| p.actor.get()) else {
+        return Applied::Dropped;
+    };
+    addr.do_send(ApplyRemoteBreaker {
+        to,
+        generation,
+        retry_after_ms,
+        at: rt.clock.now(),
+        resync,
+    });
+    Applied::Applied
+}
+
+/// Applies one event from another origin to this node's actors.
+pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
+    match event {
+        WireEvent::CooldownSet {
+            connection,
+            until_remaining_ms,
+            backoff_level,
+            terminal,
+            ..
+        } => to_connection(
+            rt,
+            connection,
+            RemoteConn::Cooldown {
+                remaining_ms: *until_remaining_ms,
+                level: *backoff_level,
+                terminal: *terminal,
+            },
+        ),
+        WireEvent::CooldownCleared { connection } => {
+            to_connection(rt, connection, RemoteConn::Cleared)
+        }
+        WireEvent::TerminalSet { connection, status } => to_connection(
+            rt,
+            connection,
+            RemoteConn::Cooldown {
+                remaining_ms: 0,
+                level: 0,
+                terminal: Some(*status),
+            },
+        ),
+        WireEvent::TerminalReinstated { connection } => {
+            to_connection(rt, connection, RemoteConn::Reinstated)
+        }
+        WireEvent::LockoutSet {
+            provider,
+            connection,
+            model,
+            remaining_ms,
+            reason,
+            ..
+        } => to_connection(
+            rt,
+            connection,
+            RemoteConn::Lockout {
+                key: LockKey {
+                    provider: provider.clone(),
+                    connection: connection.clone(),
+                    model: lock_target_of(model),
+                },
+                reason: lock_reason_of(*reason),
+                remaining_ms: *remaining_ms,
+            },
+        ),
+        WireEvent::LockoutCleared {
+            connection, model, ..
+        } => to_connection(
+            rt,
+            connection,
+            RemoteConn::LockoutCleared {
+                model: (model != ALL_MODELS && !model.is_empty()).then(|| model.clone()),
+            },
+        ),
+        WireEvent::BreakerTransition {
+            provider,
+            to,
+            generation,
+            retry_after_ms,
+            ..
+        } => to_breaker(rt, provider, *to, *generation, *retry_after_ms, false),
+        WireEvent::SettingsVersion { .. } | WireEvent::LeaseEvent { .. } => Applied::NotForActors,
+    }
+}
+
+/// The `model` of a `LockoutCleared` that clears every lockout of the connection.
+pub const ALL_MODELS: &str = "*";

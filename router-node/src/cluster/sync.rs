@@ -1,0 +1,187 @@
+//! The sync task: peers' events in, and a full resync on every (re)connect and periodically.
+//!
+//! Why both: pub/sub is at-most-once, so an event published while this node was disconnected
+//! is gone; the keys in Redis are the truth. Every `Connected` from the subscriber (the first
+//! one and each after a reconnect) triggers a resync before the node trusts its view again,
+//! and a periodic reconcile catches anything lost on a live connection (a full channel, a
+//! failed publish). A resync applies what it reads as remote state, extend-only, so it never
+//! shortens a cooldown this node set itself; only explicit events clear.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchyard_shared::store::{StoreError, Subscriber, SubscriberEvent};
+use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
+
+use super::change::lock_reason_of;
+use super::remote::{self, Applied};
+use super::{Cluster, RuntimeSource, settings, wall_ms};
+use crate::actors::RemoteConn;
+use crate::metrics::cluster::EventResult;
+use crate::runtime::Runtime;
+
+/// How often the whole shared state is read again while connected.
+pub const RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+/// Events buffered between the subscriber and this task.
+const EVENT_BUFFER: usize = 4096;
+
+/// Runs the subscriber and applies what it delivers until the process ends.
+pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
+    let channel = cluster.store.keys().events_channel();
+    let (mut rx, handle) = Subscriber::spawn(cluster.store.client().clone(), channel, EVENT_BUFFER);
+    let mut reconcile = tokio::time::interval(RECONCILE_INTERVAL);
+    reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reported_drops = 0;
+    loop {
+        tokio::select! {
+            event = rx.recv() => {
+                let Some(event) = event else { return };
+                match event {
+                    SubscriberEvent::Connected => {
+                        cluster.sync.set_subscribed(true);
+                        tracing::info!("cluster events subscribed; resynchronising");
+                        resync_logged(&cluster, &runtime()).await;
+                    }
+                    SubscriberEvent::Disconnected => {
+                        cluster.sync.set_subscribed(false);
+                        tracing::warn!("cluster events lost; serving on local state");
+                    }
+                    SubscriberEvent::Message(bytes) => on_message(&cluster, &runtime, &bytes).await,
+                }
+                cluster.metrics.set_degraded(cluster.degraded());
+            }
+            _ = reconcile.tick() => {
+                if cluster.sync.subscribed() {
+                    resync_logged(&cluster, &runtime()).await;
+                }
+                let drops = handle.dropped();
+                for _ in reported_drops..drops {
+                    cluster.metrics.event("unknown", EventResult::Dropped);
+                }
+                reported_drops = drops;
+                cluster.metrics.set_degraded(cluster.degraded());
+            }
+        }
+    }
+}
+
+async fn on_message(cluster: &Cluster, runtime: &RuntimeSource, bytes: &[u8]) {
+    let envelope = match wire::decode(bytes) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::debug!(error = %e, "undecodable cluster event");
+            cluster.metrics.event("undecodable", EventResult::Dropped);
+            return;
+        }
+    };
+    if envelope.origin_node == cluster.node_id {
+        return;
+    }
+    let kind = envelope.event.kind();
+    cluster.metrics.event(kind, EventResult::Received);
+    let rt = runtime();
+    let result = match &envelope.event {
+        WireEvent::SettingsVersion { version } => {
+            match settings::pull(cluster, &rt, Some(*version)).await {
+                Ok(_) => Applied::Applied,
+                Err(_) => Applied::Dropped,
+            }
+        }
+        WireEvent::BreakerTransition { provider, to, .. } => {
+            if matches!(to, BreakerPhase::Closed | BreakerPhase::Open)
+                && let Some(p) = rt.provider(provider)
+            {
+                // A new window (or none): an earlier "someone else probes" no longer holds.
+                cluster.set_probe_denied(&p.id, None);
+            }
+            remote::apply_event(&rt, &envelope.event)
+        }
+        other => remote::apply_event(&rt, other),
+    };
+    match result {
+        Applied::Applied => {
+            let delay_ms = envelope.propagation_delay_ms(wall_ms());
+            cluster.metrics.propagation_delay(delay_ms);
+            cluster.metrics.event(kind, EventResult::Applied);
+            tracing::debug!(
+                kind,
+                origin = %envelope.origin_node,
+                seq = envelope.seq,
+                delay_ms,
+                "cluster event applied"
+            );
+        }
+        Applied::Dropped => cluster.metrics.event(kind, EventResult::Dropped),
+        Applied::NotForActors => {}
+    }
+}
+
+async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
+    match resync(cluster, rt).await {
+        Ok(()) => {}
+        Err(e) => tracing::warn!(error = %e, "cluster resync failed; retrying later"),
+    }
+}
+
+/// Reads every configured connection, lockout, breaker and the settings from Redis and
+/// applies them as remote state.
+pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
+    let store = &cluster.store;
+    let conns: Vec<&str> = rt.connections.iter().map(|c| &*c.id).collect();
+    for record in store.read_connections(&conns).await? {
+        if record.remaining_ms > 0 || record.backoff_level > 0 || record.terminal.is_some() {
+            remote::to_connection(
+                rt,
+                &record.conn,
+                RemoteConn::Cooldown {
+                    remaining_ms: record.remaining_ms,
+                    level: record.backoff_level,
+                    terminal: record.terminal,
+                },
+            );
+        }
+    }
+    for conn in &conns {
+        for lock in store.read_lockouts(conn).await? {
+            if lock.remaining_ms == 0 {
+                continue;
+            }
+            remote::to_connection(
+                rt,
+                conn,
+                RemoteConn::Lockout {
+                    key: switchyard_shared::lockout::LockKey {
+                        provider: lock.provider.clone(),
+                        connection: lock.conn.clone(),
+                        model: super::change::lock_target_of(&lock.model),
+                    },
+                    reason: lock_reason_of(
+                        lock.reason
+                            .unwrap_or(switchyard_shared::outcome::FailureReason::Unknown),
+                    ),
+                    remaining_ms: lock.remaining_ms,
+                },
+            );
+        }
+    }
+    let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
+    for b in store.read_breakers(&providers).await? {
+        if b.phase != BreakerPhase::Closed || b.generation > 0 {
+            remote::to_breaker(
+                rt,
+                &b.provider,
+                b.phase,
+                b.generation,
+                b.retry_after_ms,
+                true,
+            );
+        }
+    }
+    settings::pull(cluster, rt, None).await?;
+    cluster.metrics.resynced();
+    cluster
+        .sync
+        .last_resync_ms
+        .store(wall_ms(), std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
