@@ -300,7 +300,6 @@ async fn the_dashboard_shows_an_open_breaker_and_resets_it() {
 /// the page shows and resets. Needs the nodes' cluster sync (breaker failures written to
 /// Redis, events applied), which lands separately.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs node-side cluster sync (nodes start in redis mode, share breakers, apply events); passes once it is merged"]
 async fn traffic_trips_the_breaker_and_the_page_resets_it() {
     let c = cluster(true, "").await;
     let s = store(&c._redis.url());

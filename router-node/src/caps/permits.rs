@@ -38,10 +38,10 @@ const SUPERVISE_MS: u64 = 1_000;
 
 /// The number of live nodes, for the fallback share without Redis.
 ///
-/// Hook: until cluster membership lands here this counts only this node (the fallback is
-/// then the whole cap); it becomes `Cluster::live_nodes()`, the last known count.
-pub fn live_nodes(_rt: &Runtime) -> u32 {
-    1
+/// The last known count from the heartbeats (at least 1; it keeps its last value while Redis
+/// is away, which is exactly when the fallback needs it).
+pub fn live_nodes(rt: &Runtime) -> u32 {
+    rt.cluster.as_ref().map_or(1, |c| c.live_nodes())
 }
 
 /// Empties the capped gates of a runtime about to serve (redis mode): it holds nothing until
