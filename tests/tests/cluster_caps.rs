@@ -1,6 +1,6 @@
 //! Cluster-wide caps on three real redis-mode nodes: `max_concurrent` holds across nodes and a
-//! killed node's permits come back within the permit TTL; a key's requests per minute hold
-//! for the sum of the nodes.
+//! killed node's permits come back within the permit TTL; a key's and a connection's requests
+//! per minute hold for the sum of the nodes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -56,6 +56,21 @@ id = "capped"
 provider = "p"
 api_key_env = "UP_KEY"
 max_concurrent = 2
+
+[[providers]]
+id = "q"
+format = "openai"
+base_url = "{base}/v1"
+models = []
+
+[[connections]]
+id = "paced"
+provider = "q"
+api_key_env = "UP_KEY"
+rate_limit_protection = true
+[connections.rate_limit]
+requests_per_minute = 3
+max_wait_ms = 1000
 
 [cluster]
 mode = "redis"
@@ -206,4 +221,27 @@ async fn a_keys_requests_per_minute_hold_across_nodes() {
     let ok = statuses.iter().filter(|s| **s == 200).count();
     let limited = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!((ok, limited), (3, 3), "{statuses:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connections_requests_per_minute_hold_across_nodes() {
+    let redis = RedisServer::start().unwrap();
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let nodes = start_nodes(&config(&mock, &redis.url()), 3).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut statuses = Vec::new();
+    // Two requests per node: each node's own queue would pace them through (3 per minute
+    // each); the connection's cluster bucket lets 3 through in all, and the others cannot get
+    // a token within the 1 s wait budget (the next one is 20 s away).
+    for _ in 0..2 {
+        for node in &nodes {
+            statuses.push(chat(&http, &node.client_url(), CLIENT_KEY, "q/m").await);
+        }
+    }
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(ok, 3, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "the refused ones are rate limited: {statuses:?}"
+    );
 }

@@ -609,6 +609,24 @@ async fn acquire(
     let queue = if queue_enabled(rt, provider, conn) {
         match conn.queue.admit(&rt.clock).await {
             Ok(p) => {
+                // The local queue paced this node; the cluster bucket paces all nodes, within
+                // what is left of the same wait budget.
+                let q = conn.queue.settings();
+                let left = q.max_wait_ms.saturating_sub(p.waited_ms);
+                if let Err(e) =
+                    crate::caps::rpm::pace_connection(rt, conn, q.requests_per_minute, left).await
+                {
+                    let timeout = switchyard_shared::admission::AdmissionError::QueueTimeout {
+                        waited_ms: p.waited_ms.saturating_add(e.waited_ms),
+                        max_wait_ms: q.max_wait_ms,
+                    };
+                    return Err(TargetSkip::Saturated {
+                        code: timeout.code(),
+                        status: timeout.status(),
+                        error_type: timeout.error_type(),
+                        retry_after_ms: Some(e.retry_after_ms),
+                    });
+                }
                 rt.metrics.queue_waited(p.waited_ms);
                 Some(p)
             }
