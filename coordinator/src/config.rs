@@ -14,7 +14,7 @@ use switchyard_shared::config::{ClusterMode, Config, ConfigErrors};
 use switchyard_shared::store::{HealthPolicy, RedisStoreConfig};
 
 /// Overrides `[cluster] redis_url` (same variable as on nodes).
-pub const REDIS_URL_ENV: &str = "SWITCHYARD_REDIS_URL";
+pub use switchyard_shared::store::{REDIS_URL_ENV, redact_url};
 /// Overrides the listen address.
 pub const LISTEN_ENV: &str = "SWITCHYARD_COORDINATOR_LISTEN";
 /// The leader lease TTL in milliseconds (default [`DEFAULT_LEASE_TTL_MS`]).
@@ -87,9 +87,7 @@ impl Settings {
             .trim()
             .parse()
             .map_err(|_| StartupError(format!("invalid listen address {listen_text:?}")))?;
-        let redis_url = env(REDIS_URL_ENV)
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| config.cluster.redis_url.clone());
+        let redis_url = switchyard_shared::store::effective_url(&config.cluster.redis_url, env);
         let management_key_sha256 = management_key(&config, env)?;
         let client_key_sha256 = client_keys(&config, env);
         let coordinator_id = env(ID_ENV)
@@ -177,22 +175,6 @@ fn host_name() -> Option<String> {
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-}
-
-/// A Redis URL safe to show in health bodies and logs: any password is replaced.
-pub fn redact_url(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, rest)), Some(at)) if at > scheme.len() + 3 => {
-            let host = &url[at + 1..];
-            let user = rest.split_once(':').map_or("", |(u, _)| u);
-            if user.is_empty() {
-                format!("{scheme}://***@{host}")
-            } else {
-                format!("{scheme}://{user}:***@{host}")
-            }
-        }
-        _ => url.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -43,9 +43,7 @@ pub use change::{LocalChange, Stamped};
 use crate::metrics::cluster::{ClusterMetrics, EventResult};
 use replay::ReplayQueue;
 
-/// The environment variable that overrides `[cluster] redis_url`, so a password can come from
-/// a Kubernetes Secret instead of the config file.
-pub const REDIS_URL_ENV: &str = "SWITCHYARD_REDIS_URL";
+pub use switchyard_shared::store::{REDIS_URL_ENV, redact_url};
 
 /// Local changes waiting for the writer. Beyond this they go to the replay queue.
 pub const WRITER_QUEUE: usize = 4096;
@@ -148,9 +146,7 @@ impl Cluster {
         if config.mode != ClusterMode::Redis {
             return Ok(None);
         }
-        let url = env(REDIS_URL_ENV)
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| config.redis_url.clone());
+        let url = switchyard_shared::store::effective_url(&config.redis_url, env);
         let store_config = RedisStoreConfig {
             url,
             key_prefix: config.key_prefix.clone(),
@@ -321,22 +317,6 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A Redis URL safe to show in health bodies and logs: any password is replaced.
-pub fn redact_url(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, rest)), Some(at)) if at > scheme.len() + 3 => {
-            let host = &url[at + 1..];
-            let user = rest.split_once(':').map_or("", |(u, _)| u);
-            if user.is_empty() {
-                format!("{scheme}://***@{host}")
-            } else {
-                format!("{scheme}://{user}:***@{host}")
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
 fn random_id() -> String {
     let bytes: [u8; 8] = rand::rng().random();
     hex::encode(bytes)
@@ -345,22 +325,6 @@ fn random_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_never_survive_redaction() {
-        assert_eq!(
-            redact_url("redis://:s3cret@10.0.0.1:6380/0"),
-            "redis://***@10.0.0.1:6380/0"
-        );
-        assert_eq!(
-            redact_url("rediss://app:s3cret@redis.example:6380"),
-            "rediss://app:***@redis.example:6380"
-        );
-        assert_eq!(
-            redact_url("redis://127.0.0.1:6380/0"),
-            "redis://127.0.0.1:6380/0"
-        );
-    }
 
     #[test]
     fn embedded_mode_has_no_cluster() {

@@ -41,6 +41,7 @@ pub mod permits;
 mod redis_store;
 mod replies;
 pub mod settings;
+mod url;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use buckets::BucketResult;
@@ -55,3 +56,4 @@ pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, own
 pub use lockouts::LockoutRecord;
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
+pub use url::{REDIS_URL_ENV, effective_url, redact_url};
