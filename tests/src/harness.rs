@@ -52,7 +52,24 @@ pub struct NodeProcess {
 impl NodeProcess {
     /// Starts a node with `config` (TOML, without `[server]` listen addresses: they are added
     /// here on free ports) and extra environment variables; waits up to 15 s for `/readyz`.
+    ///
+    /// A port handed out by [`free_ports`] can be taken by a parallel test before the node
+    /// binds it; such a start ("Address already in use") is retried on fresh ports, up to
+    /// three times.
     pub fn start(config: &str, env: &[(&str, &str)]) -> std::io::Result<Self> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(config, env) {
+                Err(e) if attempt < 3 && e.to_string().contains("Address already in use") => {
+                    continue;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(config: &str, env: &[(&str, &str)]) -> std::io::Result<Self> {
         let dir = tempfile::tempdir()?;
         let [client_port, admin_port] = free_ports()?;
         let client: SocketAddr = format!("127.0.0.1:{client_port}").parse().map_err(io_err)?;
