@@ -39,10 +39,10 @@ const RESTART_REQUIRED: &[&str] = &[
     "session_affinity.ttl_ms",
 ];
 
-/// Settings this node version stores but does not consult yet (runtime error rules and
-/// session leases are not wired into routing); a patch of them is accepted for forward
-/// compatibility and reported in `notApplied`.
-const NOT_APPLIED: &[&str] = &["provider_error_rules", "session_leases"];
+/// Settings this node version stores but does not consult yet (runtime error rules are not
+/// wired into classification); a patch of them is accepted for forward compatibility and
+/// reported in `notApplied`. (`session_leases.ttl_ms` is read by every lease operation.)
+const NOT_APPLIED: &[&str] = &["provider_error_rules"];
 
 /// `GET /api/resilience`.
 pub async fn get_settings(rt: Rt, _key: ManagementKey) -> ApiResult {
