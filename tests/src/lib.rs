@@ -27,6 +27,7 @@
 //! `--fault-file` takes the same JSON as `POST /__mock/script` (one fault object or an array)
 //! and queues it before the address is printed.
 
+pub mod chaos;
 pub mod cluster;
 pub mod fault_proxy;
 pub mod harness;

@@ -40,6 +40,9 @@ pub struct MockConfig {
     /// How long an idle keep-alive connection may wait for its next request head. Keep it
     /// above the client's pool idle timeout so a pooled connection is never closed under it.
     pub idle_timeout: Duration,
+    /// Requests remembered with their arrival time ([`super::MockHandle::arrivals`]); 0 (the
+    /// default) keeps no log, so benchmarks pay nothing for it.
+    pub arrival_log: usize,
 }
 
 impl Default for MockConfig {
@@ -63,6 +66,7 @@ impl Default for MockConfig {
             max_request_body: 32 * 1024 * 1024,
             max_stall: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(120),
+            arrival_log: 0,
         }
     }
 }

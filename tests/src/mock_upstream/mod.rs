@@ -56,7 +56,9 @@ pub use fault::{
     FaultMatch, FaultSpec, MAX_CHUNKS, MAX_QUEUED_FAULTS, PendingFault, Route, ToolCallSpec,
 };
 pub use respond::FAULT_HEADER;
-pub use stats::{MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot};
+pub use stats::{
+    Arrival, MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot,
+};
 
 use fault::FaultQueue;
 use stats::{Limits, Stats};
@@ -99,6 +101,7 @@ impl MockUpstream {
                 header_history: config.header_history,
                 body_history: config.body_history,
                 body_capture_limit: config.body_capture_limit,
+                arrival_log: config.arrival_log,
             })),
             faults: FaultQueue::default(),
             config,
@@ -173,6 +176,12 @@ impl MockHandle {
     /// A copy of the counters.
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats.snapshot(self.shared.faults.len())
+    }
+
+    /// Requests in arrival order with their wall-clock time, at most `arrival_log` of the
+    /// newest (empty when the log is off).
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.shared.stats.arrivals()
     }
 
     /// Zeroes the counters (requests in flight stay counted as in flight).

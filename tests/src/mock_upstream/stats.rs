@@ -53,6 +53,20 @@ pub struct RecordedBody {
     pub truncated: bool,
 }
 
+/// One request as it reached the mock, for checkers that need to know *when* a connection
+/// (API key) was used: the chaos runner compares these with cooldown and breaker intervals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arrival {
+    /// Wall clock at arrival, epoch milliseconds (comparable with Redis `TIME`).
+    pub epoch_ms: u64,
+    /// Route label.
+    pub route: String,
+    /// API key label ([`NO_KEY`] when absent).
+    pub api_key: String,
+    /// Model label ([`NO_MODEL`] when absent).
+    pub model: String,
+}
+
 /// A point-in-time copy of the counters, as returned by [`super::MockHandle::stats`] and
 /// `GET /__mock/stats`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -132,6 +146,7 @@ struct Inner {
     in_flight_by_key: HashMap<String, (u64, u64)>,
     headers: HashMap<String, VecDeque<Vec<(String, String)>>>,
     bodies: VecDeque<RecordedBody>,
+    arrivals: VecDeque<Arrival>,
 }
 
 /// Limits on what is remembered.
@@ -140,6 +155,7 @@ pub(crate) struct Limits {
     pub(crate) header_history: usize,
     pub(crate) body_history: usize,
     pub(crate) body_capture_limit: usize,
+    pub(crate) arrival_log: usize,
 }
 
 pub(crate) struct Stats {
@@ -214,9 +230,22 @@ impl Stats {
             }
         });
 
+        let arrival = (self.limits.arrival_log > 0).then(|| Arrival {
+            epoch_ms: epoch_ms(),
+            route: facts.route.to_owned(),
+            api_key: key.to_owned(),
+            model: model.to_owned(),
+        });
+
         let mut inner = lock(&self.inner);
         let inner = &mut *inner;
         inner.requests_total += 1;
+        if let Some(arrival) = arrival {
+            if inner.arrivals.len() >= self.limits.arrival_log {
+                inner.arrivals.pop_front();
+            }
+            inner.arrivals.push_back(arrival);
+        }
         *inner.by_route.entry(facts.route).or_insert(0) += 1;
         bump(&mut inner.by_key, key);
         bump(inner.by_route_key.entry(facts.route).or_default(), key);
@@ -293,6 +322,11 @@ impl Stats {
         };
     }
 
+    /// The arrival log, oldest first (empty unless `arrival_log` is set).
+    pub(crate) fn arrivals(&self) -> Vec<Arrival> {
+        lock(&self.inner).arrivals.iter().cloned().collect()
+    }
+
     pub(crate) fn snapshot(&self, pending_faults: usize) -> StatsSnapshot {
         let inner = lock(&self.inner);
         let owned = |m: &HashMap<String, u64>| -> BTreeMap<String, u64> {
@@ -338,6 +372,13 @@ impl Stats {
     }
 }
 
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// Marks one request in flight; dropping it (when the response body ends or the client goes
 /// away) takes the request out of the gauge.
 pub(crate) struct InFlightGuard {
@@ -360,6 +401,7 @@ mod tests {
             header_history: 2,
             body_history: 2,
             body_capture_limit: 4,
+            arrival_log: 2,
         }))
     }
 
@@ -391,6 +433,13 @@ mod tests {
         assert_eq!(snap.recent_bodies.len(), 2);
         assert_eq!(snap.recent_bodies[0].body, "0123");
         assert!(snap.recent_bodies[0].truncated);
+        let log = s.arrivals();
+        assert_eq!(log.len(), 2, "the arrival log is a ring");
+        assert_eq!(
+            (log[0].api_key.as_str(), log[1].api_key.as_str()),
+            ("k", NO_KEY)
+        );
+        assert!(log[0].epoch_ms > 1_600_000_000_000 && log[0].epoch_ms <= log[1].epoch_ms);
         s.reset();
         let snap = s.snapshot(0);
         assert_eq!(snap.requests_total, 0);

@@ -1,0 +1,289 @@
+//! The processes of a chaos run and the operations faults perform on them: one
+//! `redis-server` (with an append-only file, as production runs it, so a restart keeps the
+//! shared state), three router nodes in redis mode, one coordinator, and one in-process mock
+//! upstream per node (so every upstream request can be attributed to the node that sent it).
+//! Node 2 reaches Redis through a [`FaultProxy`], so it alone can be partitioned.
+
+use std::io::{self, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cluster::{MGMT_KEY, node_config, start_node};
+use crate::fault_proxy::{FaultProxy, Mode};
+use crate::harness::{NodeProcess, free_port, http_get_status, workspace_bin};
+use crate::mock_upstream::{MockConfig, MockHandle, MockUpstream};
+use crate::redis_server::RedisServer;
+
+use super::scenario::{self, MODEL};
+
+/// Nodes in the cluster.
+pub const NODES: usize = 3;
+/// The node that reaches Redis through the fault proxy.
+pub const PARTITIONED_NODE: usize = 2;
+/// Arrivals each mock remembers (enough for a 10-minute soak at a few hundred req/s).
+const ARRIVAL_LOG: usize = 400_000;
+
+/// A running coordinator process.
+pub struct CoordinatorProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+    pub log_path: PathBuf,
+}
+
+impl CoordinatorProcess {
+    fn start(redis_url: &str, body: &str) -> io::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let addr: SocketAddr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let cfg = dir.path().join("switchyard.toml");
+        std::fs::File::create(&cfg)?.write_all(node_config("coordinator", body).as_bytes())?;
+        let log_path = dir.path().join("coordinator.log");
+        let log = std::fs::File::create(&log_path)?;
+        let mut cmd = Command::new(workspace_bin("switchyard-coordinator"));
+        cmd.arg("--config")
+            .arg(&cfg)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .env_remove("SWITCHYARD_COORDINATOR_LISTEN")
+            .env("RUST_LOG", "info")
+            .env("SWITCHYARD_REDIS_URL", redis_url)
+            .env("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY);
+        for (k, v) in scenario::node_env() {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!(
+                    "coordinator exited early ({status}): {}",
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                )));
+            }
+            if http_get_status(addr, "/healthz") == Some(200) {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other("coordinator not up within 20 s"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Self {
+            child,
+            addr,
+            _dir: dir,
+            log_path,
+        })
+    }
+
+    /// Everything the coordinator logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+}
+
+impl Drop for CoordinatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every process and in-process server of one run.
+pub struct Topology {
+    pub redis: RedisServer,
+    /// Node [`PARTITIONED_NODE`]'s path to Redis.
+    pub redis_proxy: FaultProxy,
+    pub mocks: Vec<MockHandle>,
+    /// `None` while a node is down (killed and not yet restarted).
+    pub nodes: Vec<Option<NodeProcess>>,
+    pub coordinator: Option<CoordinatorProcess>,
+    /// Logs of processes that were killed, kept for the secret scan.
+    pub dead_logs: Vec<String>,
+}
+
+impl Topology {
+    /// Starts Redis, the mocks, the nodes (each waits for `/readyz`) and the coordinator.
+    pub async fn start() -> io::Result<Self> {
+        let mut mocks = Vec::with_capacity(NODES);
+        for _ in 0..NODES {
+            mocks.push(
+                MockUpstream::start(MockConfig {
+                    models: vec![MODEL.to_owned()],
+                    arrival_log: ARRIVAL_LOG,
+                    header_history: 4,
+                    body_history: 4,
+                    max_stall: Duration::from_secs(20),
+                    ..MockConfig::default()
+                })
+                .await?,
+            );
+        }
+        let bases: Vec<String> = mocks.iter().map(MockHandle::base_url).collect();
+        let started = tokio::task::spawn_blocking(move || -> io::Result<_> {
+            let redis =
+                RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"])?;
+            let proxy_target: SocketAddr = redis
+                .url()
+                .trim_start_matches("redis://")
+                .trim_end_matches("/0")
+                .parse()
+                .map_err(io::Error::other)?;
+            let redis_proxy = FaultProxy::start(proxy_target)?;
+            let mut nodes = Vec::with_capacity(NODES);
+            for (i, base) in bases.iter().enumerate() {
+                nodes.push(Some(spawn_node(i, &redis, &redis_proxy, base)?));
+            }
+            let coordinator =
+                CoordinatorProcess::start(&redis.url(), &scenario::node_body(&bases[0]))?;
+            Ok((redis, redis_proxy, nodes, coordinator))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let (redis, redis_proxy, nodes, coordinator) = started;
+        Ok(Self {
+            redis,
+            redis_proxy,
+            mocks,
+            nodes,
+            coordinator: Some(coordinator),
+            dead_logs: Vec::new(),
+        })
+    }
+
+    /// Client base URLs of the nodes that are up, by node index.
+    pub fn client_urls(&self) -> Vec<Option<String>> {
+        self.nodes
+            .iter()
+            .map(|n| n.as_ref().map(NodeProcess::client_url))
+            .collect()
+    }
+
+    /// Admin listener addresses of the nodes that are up.
+    pub fn admins(&self) -> Vec<(usize, SocketAddr)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i, n.admin)))
+            .collect()
+    }
+
+    /// PIDs of the nodes that are up.
+    pub fn node_pids(&self) -> Vec<(usize, u32)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i, n.pid())))
+            .collect()
+    }
+
+    /// SIGKILLs node `i` (by its own PID) and keeps its log.
+    pub fn kill_node(&mut self, i: usize) {
+        if let Some(node) = self.nodes.get_mut(i).and_then(Option::take) {
+            let _ = Command::new("kill")
+                .args(["-9", &node.pid().to_string()])
+                .status();
+            self.dead_logs.push(node.log());
+            drop(node);
+        }
+    }
+
+    /// Starts node `i` again (new listener ports, same id and mock); waits for `/readyz`.
+    pub async fn restart_node(&mut self, i: usize) -> io::Result<()> {
+        let base = self.mocks[i].base_url();
+        let url = self.redis.url();
+        let proxy = self.redis_proxy.addr();
+        let node = tokio::task::spawn_blocking(move || node_process(i, &url, proxy, &base))
+            .await
+            .map_err(io::Error::other)??;
+        self.nodes[i] = Some(node);
+        Ok(())
+    }
+
+    /// SIGKILLs Redis.
+    pub fn kill_redis(&mut self) {
+        self.redis.kill();
+    }
+
+    /// Starts Redis again on its port, from its append-only file.
+    pub async fn restart_redis(&mut self) -> io::Result<()> {
+        tokio::task::block_in_place(|| self.redis.restart())
+    }
+
+    /// Cuts node [`PARTITIONED_NODE`] off from Redis, or heals the cut.
+    pub fn partition(&self, cut: bool) {
+        if cut {
+            // Silence, not refusal: a real partition times out rather than failing fast.
+            self.redis_proxy.set_mode(Mode::Blackhole);
+            self.redis_proxy.cut();
+        } else {
+            self.redis_proxy.set_mode(Mode::Pass);
+        }
+    }
+
+    /// SIGKILLs the coordinator.
+    pub fn kill_coordinator(&mut self) {
+        if let Some(c) = self.coordinator.take() {
+            self.dead_logs.push(c.log());
+            drop(c);
+        }
+    }
+
+    /// Starts the coordinator again.
+    pub async fn restart_coordinator(&mut self) -> io::Result<()> {
+        let url = self.redis.url();
+        let base = self.mocks[0].base_url();
+        let c = tokio::task::spawn_blocking(move || {
+            CoordinatorProcess::start(&url, &scenario::node_body(&base))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        self.coordinator = Some(c);
+        Ok(())
+    }
+
+    /// Every log written so far: live nodes, the coordinator and killed processes.
+    pub fn all_logs(&self) -> Vec<String> {
+        let mut logs = self.dead_logs.clone();
+        logs.extend(self.nodes.iter().flatten().map(NodeProcess::log));
+        logs.extend(self.coordinator.iter().map(CoordinatorProcess::log));
+        logs
+    }
+}
+
+fn spawn_node(
+    i: usize,
+    redis: &RedisServer,
+    proxy: &FaultProxy,
+    mock_base: &str,
+) -> io::Result<NodeProcess> {
+    node_process(i, &redis.url(), proxy.addr(), mock_base)
+}
+
+fn node_process(
+    i: usize,
+    redis_url: &str,
+    proxy: SocketAddr,
+    mock_base: &str,
+) -> io::Result<NodeProcess> {
+    let url = if i == PARTITIONED_NODE {
+        format!("redis://{proxy}/0")
+    } else {
+        redis_url.to_owned()
+    };
+    let env = scenario::node_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    start_node(
+        &format!("node-{i}"),
+        &url,
+        &scenario::node_body(mock_base),
+        &env,
+    )
+}
