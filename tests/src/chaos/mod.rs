@@ -15,6 +15,7 @@
 
 pub mod faults;
 pub mod invariants;
+pub mod leases;
 pub mod load;
 pub mod observe;
 pub mod report;
@@ -115,6 +116,17 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
     let load =
         Arc::new(Load::new(topo.client_urls(), started, opts.deadline).map_err(io::Error::other)?);
     let load_task = tokio::spawn(Arc::clone(&load).run(opts.rate, opts.duration, 1_024));
+    let lease_until = opts.duration.saturating_sub(opts.recovery / 2);
+    let owners: Vec<_> = (0..leases::OWNERS)
+        .map(|i| {
+            tokio::spawn(leases::owner_loop(
+                Arc::clone(&load),
+                i,
+                lease_until,
+                100_000,
+            ))
+        })
+        .collect();
 
     let pids = Arc::new(Mutex::new(topo.node_pids()));
     let samples: Arc<Mutex<Vec<(Sample, u32)>>> = Arc::new(Mutex::new(Vec::new()));
@@ -148,6 +160,10 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
         }
     }
     let _ = load_task.await;
+    let mut lease_ops = Vec::new();
+    for o in owners {
+        lease_ops.extend(o.await.unwrap_or_default());
+    }
     sampler.abort();
 
     // Final state: every live node drains, then everything is read.
@@ -180,10 +196,11 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
             &invariants::cooldowns_never_shorter(&seen),
         ),
         drained(&ends, mock_in_flight),
-        usage_once(&ends, &records, &windows),
+        usage_once(&ends, &records, &lease_ops, &windows, &arrivals),
     ];
     checks.extend(breaker_checks(&seen, &ends, &windows));
     checks.extend(terminal_checks(&seen, &ends, &windows));
+    checks.push(lease_check(&lease_ops, &windows, &epoch_of));
     checks.extend(extra_checks);
     checks.push(secrets_check(&topo, &ends));
     let undecodable = events.undecodable.lock().map(|n| *n).unwrap_or(0);
@@ -304,6 +321,10 @@ async fn act(
             });
         }
         Fault::Terminal402 => windows.terminal_from = Some(epoch_of(phase.start)),
+        Fault::ReasoningOnly => windows.reasoning.push(Span {
+            from: epoch_of(phase.start),
+            to: epoch_of(phase.end),
+        }),
         Fault::KillNode => {
             // Let slow streams get going first, so the kill lands mid-stream.
             sleep_until(at(0.3)).await;
@@ -436,6 +457,55 @@ fn check_list(name: &str, violations: &[Violation]) -> Check {
     }
 }
 
+fn lease_check(
+    ops: &[leases::LeaseOp],
+    windows: &FaultWindows,
+    epoch_of: &impl Fn(Duration) -> u64,
+) -> Check {
+    let killed = |node: usize, start: Duration, end: Duration| {
+        let (s, e) = (epoch_of(start), epoch_of(end));
+        windows
+            .kills
+            .iter()
+            .any(|(n, t)| *n == node && s <= t + 500 && *t <= e + 500)
+    };
+    let (violations, compared) = leases::check(ops, killed);
+    let count = |kind: &str, status: u16| {
+        ops.iter()
+            .filter(|o| o.kind == kind && o.status == status)
+            .count()
+    };
+    let stale = ops.iter().filter(|o| o.code == "LEASE_FENCE_STALE").count();
+    let unavailable = ops
+        .iter()
+        .filter(|o| o.code == "LEASE_SERVICE_UNAVAILABLE")
+        .count();
+    let served = count("chat", 200);
+    let mut detail = format!(
+        "{} operations: {} grants, {served} leased requests served, {stale} refused as stale, {unavailable} refused while Redis was unreachable, {compared} ordering checks",
+        ops.len(),
+        count("acquire", 200),
+    );
+    if !violations.is_empty() {
+        detail = format!(
+            "{} violations, first: {}; {detail}",
+            violations.len(),
+            violations
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    Check {
+        name: "leases: one owner per generation, nothing served under a superseded generation"
+            .to_owned(),
+        passed: violations.is_empty() && served > 0 && compared > 0,
+        detail,
+    }
+}
+
 fn drained(ends: &[NodeEnd], mock_in_flight: u64) -> Check {
     let busy: Vec<String> = ends
         .iter()
@@ -480,9 +550,21 @@ fn banned_check(
 }
 
 /// Usage is counted once per request: on every node that ran the whole time, the request
-/// counter equals the responses its clients got, and the token counter equals the tokens in
-/// the answers they got (failed attempts in this scenario end before their usage frame).
-fn usage_once(ends: &[NodeEnd], records: &[Record], windows: &FaultWindows) -> Check {
+/// counter equals the responses its clients got, and the token counter is at least the tokens
+/// in the answers they got. Tokens are counted per upstream usage object, and in this
+/// scenario only a reasoning-only answer that the node then failed over (a combo moving on)
+/// is billed by the upstream without reaching the client, so the excess may not pass that
+/// many answers of the largest size seen. Every other failed attempt ends before its usage
+/// frame.
+fn usage_once(
+    ends: &[NodeEnd],
+    records: &[Record],
+    lease_ops: &[leases::LeaseOp],
+    windows: &FaultWindows,
+    arrivals: &[Vec<Arrival>],
+) -> Check {
+    let largest = records.iter().map(|r| r.tokens).max().unwrap_or(0);
+    let reasoning_key = scenario::key_of("b2").unwrap_or_default();
     let mut problems = Vec::new();
     let mut compared = Vec::new();
     for e in ends
@@ -495,11 +577,32 @@ fn usage_once(ends: &[NodeEnd], records: &[Record], windows: &FaultWindows) -> C
             .filter(|r| !matches!(r.outcome, Outcome::Transport(_) | Outcome::Timeout))
             .count() as f64;
         let tokens: u64 = mine.map(|r| r.tokens).sum();
+        // Leased requests are client requests too (lease operations are not counted).
+        let leased = lease_ops
+            .iter()
+            .filter(|o| o.node == e.node && o.kind == "chat" && o.status != 0);
+        let responses = responses + leased.clone().count() as f64;
+        let tokens = tokens + leased.map(|o| o.tokens).sum::<u64>();
+        let reasoning_answers: u64 = windows
+            .reasoning
+            .iter()
+            .map(|span| {
+                arrivals.get(e.node).map_or(0, |list| {
+                    list.iter()
+                        .filter(|a| a.api_key == reasoning_key && span.contains(a.epoch_ms))
+                        .count() as u64
+                })
+            })
+            .sum();
+        let excess = e.tokens_total - tokens as f64;
         compared.push(format!(
-            "node-{}: {} requests counted / {} responses, {} tokens counted / {} seen by clients",
+            "node-{}: {} requests counted / {} responses; {} tokens counted / {} seen by clients (excess {excess}, bound {reasoning_answers} reasoning-only answers × {largest})",
             e.node, e.requests_total, responses, e.tokens_total, tokens
         ));
-        if e.requests_total != responses || e.tokens_total != tokens as f64 {
+        if e.requests_total != responses
+            || excess < 0.0
+            || excess > (reasoning_answers * largest) as f64
+        {
             problems.push(compared.last().cloned().unwrap_or_default());
         }
     }

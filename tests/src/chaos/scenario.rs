@@ -2,7 +2,8 @@
 //! Anthropic-format), 8 connections with distinct upstream keys, and 2 combos, with resilience
 //! settings short enough that cooldowns, breakers and watchdogs act within a short run.
 //! Providers rotate round-robin over their connections, so a fault scripted on any one
-//! connection is met by live traffic.
+//! connection is met by live traffic. Connection a2 is reserved for exclusive session leases
+//! (the lease owners compete for it); ordinary `pa` traffic uses a0 and a1.
 
 /// Provider ids with their wire format.
 pub const PROVIDERS: [(&str, &str); 3] = [("pa", "openai"), ("pb", "openai"), ("pc", "anthropic")];
@@ -80,6 +81,10 @@ pub fn node_env() -> Vec<(String, String)> {
         .map(|(c, _, k)| (key_env(c), (*k).to_owned()))
         .collect();
     env.push(("CHAOS_CLIENT_KEY".to_owned(), CLIENT_KEY.to_owned()));
+    env.push((
+        "CHAOS_AGENT_KEY".to_owned(),
+        super::leases::AGENT_KEY.to_owned(),
+    ));
     env
 }
 
@@ -99,6 +104,12 @@ management_key_env = "SWITCHYARD_MANAGEMENT_KEY"
 [[api_keys]]
 id = "chaos-client"
 key_env = "CHAOS_CLIENT_KEY"
+
+[[api_keys]]
+id = "chaos-agents"
+key_env = "CHAOS_AGENT_KEY"
+scopes = ["lease:exclusive"]
+allowed_connections = ["a2"]
 "#,
     );
     for (id, format) in PROVIDERS {
@@ -146,6 +157,10 @@ auto_enable_apikey_providers = false
 enabled = false
 "#,
     );
+    out.push_str(&format!(
+        "\n[resilience.session_leases]\nttl_ms = {}\n",
+        super::leases::TTL_MS
+    ));
     out
 }
 
@@ -162,7 +177,7 @@ mod tests {
         }
         assert_eq!(connections_of("pb").collect::<Vec<_>>(), ["b0", "b1", "b2"]);
         assert_eq!(key_of("zz"), None);
-        assert_eq!(node_env().len(), CONNECTIONS.len() + 1);
+        assert_eq!(node_env().len(), CONNECTIONS.len() + 2);
     }
 
     #[test]
