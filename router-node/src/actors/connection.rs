@@ -333,7 +333,8 @@ impl Handler<ObserveSuccess> for ConnectionActor {
     type Result = ();
 
     fn handle(&mut self, msg: ObserveSuccess, _: &mut Self::Context) {
-        let mut changed = self.apply(&ConnEvent::Success, msg.at);
+        let stale = cooldown::success_is_stale(&self.state, msg.started);
+        let mut changed = !stale && self.apply(&ConnEvent::Success, msg.at);
         if changed {
             self.emit(LocalChange::Success {
                 conn: self.handle.id.clone(),
@@ -349,11 +350,15 @@ impl Handler<ObserveSuccess> for ConnectionActor {
                 family: None,
                 per_model_quota: false,
             };
-            // An existing entry has a count of at least 1, so decaying it always changes it.
-            let decays = self.lockouts.get(&model.key(LockoutScope::Model)).is_some();
+            // An existing entry has a count of at least 1, so decaying it always changes it;
+            // a lockout newer than the attempt is not decayed by it.
+            let decays = self
+                .lockouts
+                .get(&model.key(LockoutScope::Model))
+                .is_some_and(|e| e.last_failure_at <= msg.started);
             changed |= decays;
-            self.lockouts.decay_model(&model);
             if decays {
+                self.lockouts.decay_model(&model);
                 self.emit(LocalChange::LockoutDecay {
                     provider: Arc::from(self.handle.config.provider.as_str()),
                     conn: self.handle.id.clone(),

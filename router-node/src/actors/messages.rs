@@ -29,6 +29,9 @@ pub struct ObserveFailure {
 #[rtype(result = "()")]
 pub struct ObserveSuccess {
     pub model: Arc<str>,
+    /// When the successful attempt was dispatched: a success of an attempt older than the
+    /// last failure clears nothing (`cooldown::success_is_stale`).
+    pub started: Millis,
     pub at: Millis,
 }
 

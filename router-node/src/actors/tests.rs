@@ -153,6 +153,7 @@ fn banned(at: Millis) -> ObserveFailure {
 fn success(at: Millis) -> ObserveSuccess {
     ObserveSuccess {
         model: Arc::from(MODEL),
+        started: at,
         at,
     }
 }
@@ -190,6 +191,38 @@ async fn failure_sets_cooldown_and_lockout_and_success_clears_them() {
         "a count of 1 decays to 0 and is removed"
     );
     assert_eq!(node.conn.dropped_observations.load(Ordering::Relaxed), 0);
+}
+
+#[actix_rt::test]
+async fn a_success_of_an_attempt_older_than_the_failure_clears_nothing() {
+    let node = start(&ResilienceSettings::default());
+    assert!(observe(&node.conn, rate_limited(1_000, 2_000)));
+    eventually("failure published", || epoch(&node.conn) == 1).await;
+    // Dispatched at 900, before the 429 at 1 000, finished at 1 200: stale.
+    let mut stale = success(1_200);
+    stale.started = 900;
+    assert!(observe_success(&node.conn, stale));
+    // A second 429 queued behind it: had the stale success cleared the cooldown and decayed
+    // the lockout, this one would start a new lockout (count 1) in a third publication.
+    assert!(observe(&node.conn, rate_limited(1_300, 2_000)));
+    let count = |n: &Node| {
+        n.conn
+            .snapshot
+            .load_full()
+            .model_lock(&model_ref(), 1_300)
+            .map_or(0, |l| l.failure_count)
+    };
+    eventually("second failure handled", || {
+        count(&node) == 2 || epoch(&node.conn) >= 3
+    })
+    .await;
+    assert_eq!(
+        count(&node),
+        2,
+        "the lockout escalated instead of restarting"
+    );
+    assert_eq!(epoch(&node.conn), 2, "the stale success published nothing");
+    assert!(node.conn.snapshot.load_full().cooldown_remaining(1_300) > 0);
 }
 
 #[actix_rt::test]

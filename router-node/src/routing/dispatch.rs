@@ -458,7 +458,7 @@ async fn try_target(
         };
         match body {
             Ok(body) => {
-                observe::on_success(rt, &provider, &conn, &model, probe);
+                observe::on_success(rt, &provider, &conn, &model, probe, now);
                 let mut routed = success(
                     rt, req, body, conn, provider, model, key, report, probe, permits,
                 );

@@ -238,6 +238,7 @@ pub fn on_success(
     conn: &ConnHandle,
     model: &Arc<str>,
     probe: Option<ProbeGeneration>,
+    started: Millis,
 ) {
     let now = rt.clock.now();
     if rt.settings.load().provider_cooldown.enabled
@@ -250,6 +251,7 @@ pub fn on_success(
             conn,
             ObserveSuccess {
                 model: model.clone(),
+                started,
                 at: now,
             },
         );

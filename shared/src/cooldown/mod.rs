@@ -31,7 +31,7 @@ use crate::outcome::{
     CooldownHint, FailureReason, ProviderCategory, TerminalSignal, TerminalStatus,
 };
 
-pub use transition::{on_event, scaled_backoff};
+pub use transition::{on_event, scaled_backoff, success_is_stale};
 
 /// The cap on a cooldown taken from an upstream hint (30 days). Upstream hints bypass
 /// `max_cooldown_ms`; this is their only cap.

@@ -768,3 +768,34 @@ fn state_round_trips_through_json() {
         })
     );
 }
+
+#[test]
+fn a_success_older_than_the_last_failure_is_stale_and_remote_failures_count() {
+    let params = CooldownParams::default();
+    let fresh = ConnState::default();
+    assert!(!success_is_stale(&fresh, 0), "nothing failed yet");
+    let failure = ConnEvent::Failure(FailureObservation {
+        status: Some(429),
+        reason: FailureReason::RateLimitExceeded,
+        hint: CooldownHint::Fixed(2 * SEC),
+        terminal: TerminalSignal::None,
+        stream_stall: false,
+        message: "slow down".into(),
+    });
+    let (cooling, _) = on_event(&fresh, &failure, &params, 10 * SEC);
+    assert!(
+        success_is_stale(&cooling, 10 * SEC - 1),
+        "started before the failure"
+    );
+    assert!(!success_is_stale(&cooling, 10 * SEC), "started with it");
+    assert!(!success_is_stale(&cooling, 11 * SEC));
+    // A peer's cooldown merged at 20 s makes earlier attempts stale too.
+    let remote = ConnEvent::Remote(RemoteCooldown {
+        until: Some(25 * SEC),
+        backoff_level: 1,
+        terminal: None,
+    });
+    let (merged, _) = on_event(&fresh, &remote, &params, 20 * SEC);
+    assert!(success_is_stale(&merged, 19 * SEC));
+    assert!(!success_is_stale(&merged, 21 * SEC));
+}

@@ -196,6 +196,17 @@ fn record_error(next: &mut ConnState, observation: &FailureObservation, now: Mil
     next.last_error_at = Some(now);
 }
 
+/// Whether a success comes from an attempt that started before the connection's last failure
+/// (seen here or merged from a cluster peer). Such a success says nothing about the connection
+/// after that failure, so it must not clear what the failure set: otherwise a request already
+/// in flight when a 429 or a stalled stream cooled the connection lifts the cooldown as soon
+/// as it completes, and traffic returns to a connection that is meant to rest.
+pub fn success_is_stale(state: &ConnState, attempt_started: Millis) -> bool {
+    state
+        .last_error_at
+        .is_some_and(|failed| failed > attempt_started)
+}
+
 fn on_success(state: &ConnState) -> (ConnState, Vec<Effect>) {
     if is_terminal(state) {
         return (state.clone(), vec![Effect::SkippedTerminal]);
@@ -260,6 +271,8 @@ fn on_remote(
         let until = until.min(ceiling);
         if next.rate_limited_until.is_none_or(|local| until > local) {
             next.rate_limited_until = Some(until);
+            // A peer's failure is a failure seen here now, for success_is_stale.
+            next.last_error_at = Some(now);
         }
     }
     next.backoff_level = next
