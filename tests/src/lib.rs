@@ -29,6 +29,7 @@
 
 pub mod chaos;
 pub mod cluster;
+pub mod coordinator_process;
 pub mod fault_proxy;
 pub mod harness;
 pub mod mock_upstream;

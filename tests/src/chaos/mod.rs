@@ -13,7 +13,9 @@
 //! the long form is `switchyard-chaos --duration 10m`, a soak with a fault every 30 s that
 //! also reports each node's RSS and descriptor slope.
 
+mod checks;
 pub mod faults;
+mod inject;
 pub mod invariants;
 pub mod leases;
 pub mod load;
@@ -26,22 +28,14 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use faults::{Fault, Phase};
-use invariants::{FaultWindows, Span, Violation};
-use load::{Load, Outcome, Record};
+use faults::Phase;
+use invariants::{FaultWindows, Violation};
+use load::{Load, Record};
 use observe::{EventLog, NodeEnd, Sample, epoch_ms};
 use report::{Check, PhaseRow, Trend};
-use topology::{NODES, PARTITIONED_NODE, Topology};
+use topology::Topology;
 
-use crate::cluster::{MGMT_KEY, cluster_degraded};
-use crate::harness::http_get_status;
-use crate::mock_upstream::{Arrival, FaultSpec};
-
-/// How long after Redis returns (or a partition heals) a node may still act on stale state:
-/// its subscriber reconnects within a second and it resyncs from the keys every 5 s.
-const RESYNC_MS: u64 = 6_000;
-/// The node killed by [`Fault::KillNode`].
-const KILLED_NODE: usize = 1;
+use crate::cluster::cluster_degraded;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -136,12 +130,12 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
     let mut windows = FaultWindows::default();
     let mut extra_checks = Vec::new();
     for phase in &schedule {
-        sleep_until(started + phase.start).await;
-        let specs = upstream_faults(phase.fault);
+        inject::sleep_until(started + phase.start).await;
+        let specs = inject::upstream_faults(phase.fault);
         for mock in &topo.mocks {
             mock.script_all(specs.clone()).map_err(io::Error::other)?;
         }
-        act(
+        inject::act(
             &mut topo,
             &load,
             phase,
@@ -154,7 +148,7 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
         if let Ok(mut p) = pids.lock() {
             *p = topo.node_pids();
         }
-        sleep_until(started + phase.end).await;
+        inject::sleep_until(started + phase.end).await;
         for mock in &topo.mocks {
             mock.clear_faults();
         }
@@ -185,26 +179,26 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
 
     let bad_outcomes = invariants::definite_outcomes(&records, &windows, epoch_of);
     let bad_arrivals = invariants::no_banned_arrivals(&arrivals, &seen, &windows);
-    let mut checks = vec![
-        check_list(
+    let mut results = vec![
+        checks::check_list(
             "every request ended with an answer or a definite error",
             &bad_outcomes,
         ),
-        banned_check(&bad_arrivals, &seen, &arrivals),
-        check_list(
+        checks::banned_check(&bad_arrivals, &seen, &arrivals),
+        checks::check_list(
             "cooldowns never got shorter",
             &invariants::cooldowns_never_shorter(&seen),
         ),
-        drained(&ends, mock_in_flight),
-        usage_once(&ends, &records, &lease_ops, &windows, &arrivals),
+        checks::drained(&ends, mock_in_flight),
+        checks::usage_once(&ends, &records, &lease_ops, &windows, &arrivals),
     ];
-    checks.extend(breaker_checks(&seen, &ends, &windows));
-    checks.extend(terminal_checks(&seen, &ends, &windows));
-    checks.push(lease_check(&lease_ops, &windows, &epoch_of));
-    checks.extend(extra_checks);
-    checks.push(secrets_check(&topo, &ends));
+    results.extend(checks::breaker_checks(&seen, &ends, &windows));
+    results.extend(checks::terminal_checks(&seen, &ends, &windows));
+    results.push(checks::lease_check(&lease_ops, &windows, &epoch_of));
+    results.extend(extra_checks);
+    results.push(checks::secrets_check(&topo, &ends));
     let undecodable = events.undecodable.lock().map(|n| *n).unwrap_or(0);
-    checks.push(Check {
+    results.push(Check {
         name: "every cluster event decoded".to_owned(),
         passed: undecodable == 0,
         detail: format!("{} events seen, {undecodable} undecodable", seen.len()),
@@ -226,26 +220,14 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
         schedule.len(),
         opts.phase.as_secs()
     );
-    let markdown = report::markdown(&title, &rows, &checks, &trends);
+    let markdown = report::markdown(&title, &rows, &results, &trends);
     Ok(Report {
         rows,
-        checks,
+        checks: results,
         trends,
         markdown,
         requests: records.len(),
     })
-}
-
-/// The upstream faults of a phase. Killing a node "mid-stream" needs streams in flight, so
-/// that phase slows every stream down (20 chunks 150 ms apart).
-fn upstream_faults(fault: Fault) -> Vec<FaultSpec> {
-    if fault == Fault::KillNode {
-        return vec![FaultSpec {
-            chunk_delay_ms: Some(150),
-            ..FaultSpec::default()
-        }];
-    }
-    fault.upstream_faults()
 }
 
 async fn wait_synced(topo: &Topology) -> io::Result<()> {
@@ -264,10 +246,6 @@ async fn wait_synced(topo: &Topology) -> io::Result<()> {
     })
     .await
     .map_err(io::Error::other)?
-}
-
-async fn sleep_until(at: Instant) {
-    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
 }
 
 fn spawn_sampler(
@@ -299,418 +277,6 @@ fn spawn_sampler(
             tokio::time::sleep(every).await;
         }
     })
-}
-
-/// The process and network side of a fault.
-async fn act(
-    topo: &mut Topology,
-    load: &Load,
-    phase: &Phase,
-    started: Instant,
-    epoch_of: &impl Fn(Duration) -> u64,
-    windows: &mut FaultWindows,
-    checks: &mut Vec<Check>,
-) -> io::Result<()> {
-    let length = phase.end - phase.start;
-    let at = |fraction: f64| started + phase.start + length.mul_f64(fraction);
-    match phase.fault {
-        Fault::Burst503 => {
-            windows.burst = Some(Span {
-                from: epoch_of(phase.start),
-                to: epoch_of(phase.end),
-            });
-        }
-        Fault::Terminal402 => windows.terminal_from = Some(epoch_of(phase.start)),
-        Fault::ReasoningOnly => windows.reasoning.push(Span {
-            from: epoch_of(phase.start),
-            to: epoch_of(phase.end),
-        }),
-        Fault::KillNode => {
-            // Let slow streams get going first, so the kill lands mid-stream.
-            sleep_until(at(0.3)).await;
-            set_node(load, KILLED_NODE, None);
-            let kill_at = epoch_ms();
-            topo.kill_node(KILLED_NODE);
-            windows.kills.push((KILLED_NODE, kill_at));
-            sleep_until(at(0.6)).await;
-            topo.restart_node(KILLED_NODE).await?;
-            let back = epoch_ms();
-            windows.blind.push((
-                KILLED_NODE,
-                Span {
-                    from: kill_at,
-                    to: back + 1_000,
-                },
-            ));
-            let url = topo.nodes[KILLED_NODE].as_ref().map(|n| n.client_url());
-            set_node(load, KILLED_NODE, url);
-        }
-        Fault::RedisRestart => {
-            let from = epoch_ms();
-            topo.kill_redis();
-            sleep_until(at(0.5)).await;
-            topo.restart_redis().await?;
-            let back = epoch_ms();
-            for n in 0..NODES {
-                windows.blind.push((
-                    n,
-                    Span {
-                        from,
-                        to: back + RESYNC_MS,
-                    },
-                ));
-            }
-        }
-        Fault::Partition => {
-            let from = epoch_ms();
-            topo.partition(true);
-            sleep_until(at(0.6)).await;
-            topo.partition(false);
-            let back = epoch_ms();
-            windows.blind.push((
-                PARTITIONED_NODE,
-                Span {
-                    from,
-                    to: back + RESYNC_MS,
-                },
-            ));
-        }
-        Fault::CoordinatorKill => {
-            topo.kill_coordinator();
-            sleep_until(at(0.4)).await;
-            topo.restart_coordinator().await?;
-            checks.push(coordinator_check(topo).await);
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-fn set_node(load: &Load, i: usize, url: Option<String>) {
-    if let Ok(mut nodes) = load.nodes.write()
-        && let Some(slot) = nodes.get_mut(i)
-    {
-        *slot = url;
-    }
-}
-
-/// After its restart, the coordinator answers and sees every node.
-async fn coordinator_check(topo: &Topology) -> Check {
-    let Some(addr) = topo.coordinator.as_ref().map(|c| c.addr) else {
-        return Check {
-            name: "the coordinator came back after kill -9".to_owned(),
-            passed: false,
-            detail: "not running".to_owned(),
-        };
-    };
-    let result = tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            if http_get_status(addr, "/readyz") == Some(200)
-                && let Some((200, body)) = crate::cluster::http_get(addr, "/api/cluster/nodes")
-            {
-                let live = body.matches("\"node-").count();
-                if live >= NODES {
-                    return (
-                        true,
-                        format!("/readyz 200, {live} node mentions in /api/cluster/nodes"),
-                    );
-                }
-                last = body.chars().take(200).collect();
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        (
-            false,
-            format!("not ready with every node within 10 s: {last}"),
-        )
-    })
-    .await
-    .unwrap_or((false, "check task failed".to_owned()));
-    Check {
-        name: "the coordinator came back after kill -9".to_owned(),
-        passed: result.0,
-        detail: result.1,
-    }
-}
-
-fn check_list(name: &str, violations: &[Violation]) -> Check {
-    let detail = if violations.is_empty() {
-        "none".to_owned()
-    } else {
-        let first: Vec<&str> = violations
-            .iter()
-            .take(3)
-            .map(|v| v.detail.as_str())
-            .collect();
-        format!(
-            "{} violations, first: {}",
-            violations.len(),
-            first.join("; ")
-        )
-    };
-    Check {
-        name: name.to_owned(),
-        passed: violations.is_empty(),
-        detail,
-    }
-}
-
-fn lease_check(
-    ops: &[leases::LeaseOp],
-    windows: &FaultWindows,
-    epoch_of: &impl Fn(Duration) -> u64,
-) -> Check {
-    let killed = |node: usize, start: Duration, end: Duration| {
-        let (s, e) = (epoch_of(start), epoch_of(end));
-        windows
-            .kills
-            .iter()
-            .any(|(n, t)| *n == node && s <= t + 500 && *t <= e + 500)
-    };
-    let (violations, compared) = leases::check(ops, killed);
-    let count = |kind: &str, status: u16| {
-        ops.iter()
-            .filter(|o| o.kind == kind && o.status == status)
-            .count()
-    };
-    let stale = ops.iter().filter(|o| o.code == "LEASE_FENCE_STALE").count();
-    let unavailable = ops
-        .iter()
-        .filter(|o| o.code == "LEASE_SERVICE_UNAVAILABLE")
-        .count();
-    let served = count("chat", 200);
-    let mut detail = format!(
-        "{} operations: {} grants, {served} leased requests served, {stale} refused as stale, {unavailable} refused while Redis was unreachable, {compared} ordering checks",
-        ops.len(),
-        count("acquire", 200),
-    );
-    if !violations.is_empty() {
-        detail = format!(
-            "{} violations, first: {}; {detail}",
-            violations.len(),
-            violations
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    Check {
-        name: "leases: one owner per generation, nothing served under a superseded generation"
-            .to_owned(),
-        passed: violations.is_empty() && served > 0 && compared > 0,
-        detail,
-    }
-}
-
-fn drained(ends: &[NodeEnd], mock_in_flight: u64) -> Check {
-    let busy: Vec<String> = ends
-        .iter()
-        .filter(|e| e.in_flight != 0.0 || e.semaphore_in_flight != 0.0 || e.permits_held != 0.0)
-        .map(|e| {
-            format!(
-                "node-{}: in flight {}, semaphore {}, cluster permits {}",
-                e.node, e.in_flight, e.semaphore_in_flight, e.permits_held
-            )
-        })
-        .collect();
-    Check {
-        name: "in-flight gauges, semaphore permits and cluster permits returned to zero".to_owned(),
-        passed: busy.is_empty() && mock_in_flight == 0 && ends.len() == NODES,
-        detail: if busy.is_empty() {
-            format!(
-                "{} nodes read, upstream in flight {mock_in_flight}",
-                ends.len()
-            )
-        } else {
-            busy.join("; ")
-        },
-    }
-}
-
-fn banned_check(
-    violations: &[Violation],
-    seen: &[observe::Seen],
-    arrivals: &[Vec<Arrival>],
-) -> Check {
-    let mut c = check_list(
-        "no request reached a cooling, terminal, locked or breaker-open connection",
-        violations,
-    );
-    let bans = invariants::ban_counts(seen);
-    let checked: usize = arrivals.iter().map(Vec::len).sum();
-    c.detail = format!(
-        "{}; {checked} upstream requests checked against {bans:?}",
-        c.detail
-    );
-    c
-}
-
-/// Usage is counted once per request: on every node that ran the whole time, the request
-/// counter equals the responses its clients got, and the token counter is at least the tokens
-/// in the answers they got. Tokens are counted per upstream usage object, and in this
-/// scenario only a reasoning-only answer that the node then failed over (a combo moving on)
-/// is billed by the upstream without reaching the client, so the excess may not pass that
-/// many answers of the largest size seen. Every other failed attempt ends before its usage
-/// frame.
-fn usage_once(
-    ends: &[NodeEnd],
-    records: &[Record],
-    lease_ops: &[leases::LeaseOp],
-    windows: &FaultWindows,
-    arrivals: &[Vec<Arrival>],
-) -> Check {
-    let largest = records.iter().map(|r| r.tokens).max().unwrap_or(0);
-    let reasoning_key = scenario::key_of("b2").unwrap_or_default();
-    let mut problems = Vec::new();
-    let mut compared = Vec::new();
-    for e in ends
-        .iter()
-        .filter(|e| !windows.kills.iter().any(|(n, _)| *n == e.node))
-    {
-        let mine = records.iter().filter(|r| r.node == e.node);
-        let responses = mine
-            .clone()
-            .filter(|r| !matches!(r.outcome, Outcome::Transport(_) | Outcome::Timeout))
-            .count() as f64;
-        let tokens: u64 = mine.map(|r| r.tokens).sum();
-        // Leased requests are client requests too (lease operations are not counted).
-        let leased = lease_ops
-            .iter()
-            .filter(|o| o.node == e.node && o.kind == "chat" && o.status != 0);
-        let responses = responses + leased.clone().count() as f64;
-        let tokens = tokens + leased.map(|o| o.tokens).sum::<u64>();
-        let reasoning_answers: u64 = windows
-            .reasoning
-            .iter()
-            .map(|span| {
-                arrivals.get(e.node).map_or(0, |list| {
-                    list.iter()
-                        .filter(|a| a.api_key == reasoning_key && span.contains(a.epoch_ms))
-                        .count() as u64
-                })
-            })
-            .sum();
-        let excess = e.tokens_total - tokens as f64;
-        compared.push(format!(
-            "node-{}: {} requests counted / {} responses; {} tokens counted / {} seen by clients (excess {excess}, bound {reasoning_answers} reasoning-only answers × {largest})",
-            e.node, e.requests_total, responses, e.tokens_total, tokens
-        ));
-        if e.requests_total != responses
-            || excess < 0.0
-            || excess > (reasoning_answers * largest) as f64
-        {
-            problems.push(compared.last().cloned().unwrap_or_default());
-        }
-    }
-    Check {
-        name: "usage counted once per request".to_owned(),
-        passed: problems.is_empty() && !compared.is_empty(),
-        detail: if problems.is_empty() {
-            compared.join("; ")
-        } else {
-            problems.join("; ")
-        },
-    }
-}
-
-fn breaker_checks(seen: &[observe::Seen], ends: &[NodeEnd], windows: &FaultWindows) -> Vec<Check> {
-    let mut out = Vec::new();
-    if let Some(burst) = windows.burst {
-        out.push(Check {
-            name: "the pb breaker opened during the 503 burst".to_owned(),
-            passed: invariants::breaker_opened(seen, "pb", burst),
-            detail: format!(
-                "{} breaker transitions seen",
-                seen.iter()
-                    .filter(|s| s.envelope.event.kind() == "breaker_transition")
-                    .count()
-            ),
-        });
-    }
-    let open: Vec<String> = ends
-        .iter()
-        .flat_map(|e| {
-            e.breakers
-                .iter()
-                .filter(|(_, v)| *v != 0.0)
-                .map(move |(p, v)| format!("node-{} {p}={v}", e.node))
-        })
-        .collect();
-    out.push(Check {
-        name: "every breaker closed again after the faults stopped".to_owned(),
-        passed: open.is_empty(),
-        detail: if open.is_empty() {
-            "all closed on every node".to_owned()
-        } else {
-            open.join(", ")
-        },
-    });
-    out
-}
-
-fn terminal_checks(seen: &[observe::Seen], ends: &[NodeEnd], windows: &FaultWindows) -> Vec<Check> {
-    let mut out = Vec::new();
-    let reinstated = invariants::reinstated(seen);
-    out.push(Check {
-        name: "no terminal state was lifted".to_owned(),
-        passed: reinstated.is_empty(),
-        detail: if reinstated.is_empty() {
-            "none".to_owned()
-        } else {
-            reinstated.join(", ")
-        },
-    });
-    if windows.terminal_from.is_some() {
-        let everywhere = ends.iter().all(|e| e.terminal.iter().any(|c| c == "c1"));
-        out.push(Check {
-            name: "c1 became terminal (402) and stayed terminal on every node".to_owned(),
-            passed: invariants::made_terminal(seen, "c1") && everywhere,
-            detail: ends
-                .iter()
-                .map(|e| format!("node-{}: {:?}", e.node, e.terminal))
-                .collect::<Vec<_>>()
-                .join("; "),
-        });
-    }
-    out
-}
-
-/// No configured secret appears in any log, metrics page or health body.
-fn secrets_check(topo: &Topology, ends: &[NodeEnd]) -> Check {
-    let mut outputs: Vec<(String, String)> = topo
-        .all_logs()
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| (format!("log {i}"), l))
-        .collect();
-    for e in ends {
-        outputs.push((format!("node-{} metrics", e.node), e.metrics.clone()));
-        outputs.push((format!("node-{} health", e.node), e.health.clone()));
-    }
-    let mut secrets: Vec<(&str, &str)> = scenario::CONNECTIONS
-        .iter()
-        .map(|(c, _, k)| (*c, *k))
-        .collect();
-    secrets.push(("client key", scenario::CLIENT_KEY));
-    secrets.push(("management key", MGMT_KEY));
-    let leaks = invariants::leaked_secrets(&secrets, &outputs);
-    Check {
-        name: "no secret in logs, metrics or health bodies".to_owned(),
-        passed: leaks.is_empty(),
-        detail: if leaks.is_empty() {
-            format!(
-                "{} outputs scanned for {} secrets",
-                outputs.len(),
-                secrets.len()
-            )
-        } else {
-            format!("{leaks:?}")
-        },
-    }
 }
 
 fn rows(

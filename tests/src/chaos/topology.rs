@@ -4,15 +4,15 @@
 //! upstream per node (so every upstream request can be attributed to the node that sent it).
 //! Node 2 reaches Redis through a [`FaultProxy`], so it alone can be partitioned.
 
-use std::io::{self, Write as _};
+use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::cluster::{MGMT_KEY, node_config, start_node};
+use crate::coordinator_process::CoordinatorProcess;
 use crate::fault_proxy::{FaultProxy, Mode};
-use crate::harness::{NodeProcess, free_port, http_get_status, workspace_bin};
+use crate::harness::NodeProcess;
 use crate::mock_upstream::{MockConfig, MockHandle, MockUpstream};
 use crate::redis_server::RedisServer;
 
@@ -25,75 +25,13 @@ pub const PARTITIONED_NODE: usize = 2;
 /// Arrivals each mock remembers (enough for a 10-minute soak at a few hundred req/s).
 const ARRIVAL_LOG: usize = 400_000;
 
-/// A running coordinator process.
-pub struct CoordinatorProcess {
-    child: Child,
-    pub addr: SocketAddr,
-    _dir: tempfile::TempDir,
-    pub log_path: PathBuf,
-}
-
-impl CoordinatorProcess {
-    fn start(redis_url: &str, body: &str) -> io::Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let addr: SocketAddr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let cfg = dir.path().join("switchyard.toml");
-        std::fs::File::create(&cfg)?.write_all(node_config("coordinator", body).as_bytes())?;
-        let log_path = dir.path().join("coordinator.log");
-        let log = std::fs::File::create(&log_path)?;
-        let mut cmd = Command::new(workspace_bin("switchyard-coordinator"));
-        cmd.arg("--config")
-            .arg(&cfg)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .env_remove("SWITCHYARD_COORDINATOR_LISTEN")
-            .env("RUST_LOG", "info")
-            .env("SWITCHYARD_REDIS_URL", redis_url)
-            .env("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY);
-        for (k, v) in scenario::node_env() {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                return Err(io::Error::other(format!(
-                    "coordinator exited early ({status}): {}",
-                    std::fs::read_to_string(&log_path).unwrap_or_default()
-                )));
-            }
-            if http_get_status(addr, "/healthz") == Some(200) {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(io::Error::other("coordinator not up within 20 s"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(Self {
-            child,
-            addr,
-            _dir: dir,
-            log_path,
-        })
-    }
-
-    /// Everything the coordinator logged so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
-    }
-}
-
-impl Drop for CoordinatorProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts the coordinator on the cluster's Redis, with the nodes' catalogue.
+fn start_coordinator(redis_url: &str, body: &str) -> io::Result<CoordinatorProcess> {
+    let env = scenario::node_env();
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    all.push(("SWITCHYARD_REDIS_URL", redis_url));
+    all.push(("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY));
+    CoordinatorProcess::start(&node_config("coordinator", body), &all)
 }
 
 /// Every process and in-process server of one run.
@@ -141,8 +79,7 @@ impl Topology {
             for (i, base) in bases.iter().enumerate() {
                 nodes.push(Some(spawn_node(i, &redis, &redis_proxy, base)?));
             }
-            let coordinator =
-                CoordinatorProcess::start(&redis.url(), &scenario::node_body(&bases[0]))?;
+            let coordinator = start_coordinator(&redis.url(), &scenario::node_body(&bases[0]))?;
             Ok((redis, redis_proxy, nodes, coordinator))
         })
         .await
@@ -241,7 +178,7 @@ impl Topology {
         let url = self.redis.url();
         let base = self.mocks[0].base_url();
         let c = tokio::task::spawn_blocking(move || {
-            CoordinatorProcess::start(&url, &scenario::node_body(&base))
+            start_coordinator(&url, &scenario::node_body(&base))
         })
         .await
         .map_err(io::Error::other)??;

@@ -6,16 +6,14 @@
 // failing loudly is what a test helper should do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
-use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use switchyard_shared::store::{NodeHeartbeat, NoopObserver, RedisStore, RedisStoreConfig};
-use switchyard_tests::harness::{free_port, http_get_status, workspace_bin};
+use switchyard_tests::coordinator_process::CoordinatorProcess;
 
 pub const MGMT_KEY: &str = "mgmt-coordinator-secret-71c2";
 pub const CLIENT_KEY: &str = "sk-client-coordinator-5a9e";
@@ -60,68 +58,24 @@ redis_timeout_ms = 500
 
 /// A running coordinator. Dropping it kills the process.
 pub struct Coordinator {
-    child: Child,
+    process: CoordinatorProcess,
     pub addr: SocketAddr,
-    pub dir: tempfile::TempDir,
-    pub log_path: PathBuf,
     pub http: reqwest::Client,
 }
 
 impl Coordinator {
     /// Starts a coordinator with `config` and extra environment; waits for `/healthz`.
     pub fn start(config: &str, env: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port().unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let cfg = dir.path().join("switchyard.toml");
-        std::fs::File::create(&cfg)
-            .unwrap()
-            .write_all(config.as_bytes())
-            .unwrap();
-        let log_path = dir.path().join("coordinator.log");
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut cmd = Command::new(workspace_bin("switchyard-coordinator"));
-        cmd.arg("--config")
-            .arg(&cfg)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .env_remove("SWITCHYARD_COORDINATOR_LISTEN")
-            .env_remove("SWITCHYARD_REDIS_URL")
-            .env("RUST_LOG", "info")
-            .env("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY)
-            .env("CLIENT_KEY", CLIENT_KEY);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .spawn()
-            .expect("spawn switchyard-coordinator (build it first)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "coordinator exited early ({status}): {}",
-                    std::fs::read_to_string(&log_path).unwrap_or_default()
-                );
-            }
-            if http_get_status(addr, "/healthz") == Some(200) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "coordinator not up: {}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut all = vec![
+            ("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY),
+            ("CLIENT_KEY", CLIENT_KEY),
+        ];
+        all.extend_from_slice(env);
+        let process = CoordinatorProcess::start(config, &all)
+            .expect("start switchyard-coordinator (build it first)");
         Self {
-            child,
-            addr,
-            dir,
-            log_path,
+            addr: process.addr,
+            process,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
@@ -134,11 +88,11 @@ impl Coordinator {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+        self.process.log()
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     pub fn signal(&self, sig: &str) {
@@ -150,8 +104,7 @@ impl Coordinator {
     }
 
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 
     /// `method path` with the management key and an optional JSON body: (status, body).

@@ -1,0 +1,171 @@
+//! The process and network side of each fault (kills, restarts, the partition) and the
+//! upstream faults a phase scripts, with the time windows the checker needs to know about.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use super::faults::{Fault, Phase};
+use super::invariants::{FaultWindows, Span};
+use super::load::Load;
+use super::observe::epoch_ms;
+use super::report::Check;
+use super::topology::{NODES, PARTITIONED_NODE, Topology};
+use crate::harness::http_get_status;
+use crate::mock_upstream::FaultSpec;
+
+/// How long after Redis returns (or a partition heals) a node may still act on stale state:
+/// its subscriber reconnects within a second and it resyncs from the keys every 5 s.
+pub(super) const RESYNC_MS: u64 = 6_000;
+
+/// The node killed by [`Fault::KillNode`].
+pub(super) const KILLED_NODE: usize = 1;
+
+/// The upstream faults of a phase. Killing a node "mid-stream" needs streams in flight, so
+/// that phase slows every stream down (20 chunks 150 ms apart).
+pub(super) fn upstream_faults(fault: Fault) -> Vec<FaultSpec> {
+    if fault == Fault::KillNode {
+        return vec![FaultSpec {
+            chunk_delay_ms: Some(150),
+            ..FaultSpec::default()
+        }];
+    }
+    fault.upstream_faults()
+}
+
+pub(super) async fn sleep_until(at: Instant) {
+    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+}
+
+/// The process and network side of a fault.
+pub(super) async fn act(
+    topo: &mut Topology,
+    load: &Load,
+    phase: &Phase,
+    started: Instant,
+    epoch_of: &impl Fn(Duration) -> u64,
+    windows: &mut FaultWindows,
+    checks: &mut Vec<Check>,
+) -> io::Result<()> {
+    let length = phase.end - phase.start;
+    let at = |fraction: f64| started + phase.start + length.mul_f64(fraction);
+    match phase.fault {
+        Fault::Burst503 => {
+            windows.burst = Some(Span {
+                from: epoch_of(phase.start),
+                to: epoch_of(phase.end),
+            });
+        }
+        Fault::Terminal402 => windows.terminal_from = Some(epoch_of(phase.start)),
+        Fault::ReasoningOnly => windows.reasoning.push(Span {
+            from: epoch_of(phase.start),
+            to: epoch_of(phase.end),
+        }),
+        Fault::KillNode => {
+            // Let slow streams get going first, so the kill lands mid-stream.
+            sleep_until(at(0.3)).await;
+            set_node(load, KILLED_NODE, None);
+            let kill_at = epoch_ms();
+            topo.kill_node(KILLED_NODE);
+            windows.kills.push((KILLED_NODE, kill_at));
+            sleep_until(at(0.6)).await;
+            topo.restart_node(KILLED_NODE).await?;
+            let back = epoch_ms();
+            windows.blind.push((
+                KILLED_NODE,
+                Span {
+                    from: kill_at,
+                    to: back + 1_000,
+                },
+            ));
+            let url = topo.nodes[KILLED_NODE].as_ref().map(|n| n.client_url());
+            set_node(load, KILLED_NODE, url);
+        }
+        Fault::RedisRestart => {
+            let from = epoch_ms();
+            topo.kill_redis();
+            sleep_until(at(0.5)).await;
+            topo.restart_redis().await?;
+            let back = epoch_ms();
+            for n in 0..NODES {
+                windows.blind.push((
+                    n,
+                    Span {
+                        from,
+                        to: back + RESYNC_MS,
+                    },
+                ));
+            }
+        }
+        Fault::Partition => {
+            let from = epoch_ms();
+            topo.partition(true);
+            sleep_until(at(0.6)).await;
+            topo.partition(false);
+            let back = epoch_ms();
+            windows.blind.push((
+                PARTITIONED_NODE,
+                Span {
+                    from,
+                    to: back + RESYNC_MS,
+                },
+            ));
+        }
+        Fault::CoordinatorKill => {
+            topo.kill_coordinator();
+            sleep_until(at(0.4)).await;
+            topo.restart_coordinator().await?;
+            checks.push(coordinator_check(topo).await);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+pub(super) fn set_node(load: &Load, i: usize, url: Option<String>) {
+    if let Ok(mut nodes) = load.nodes.write()
+        && let Some(slot) = nodes.get_mut(i)
+    {
+        *slot = url;
+    }
+}
+
+/// After its restart, the coordinator answers and sees every node.
+pub(super) async fn coordinator_check(topo: &Topology) -> Check {
+    let Some(addr) = topo.coordinator.as_ref().map(|c| c.addr) else {
+        return Check {
+            name: "the coordinator came back after kill -9".to_owned(),
+            passed: false,
+            detail: "not running".to_owned(),
+        };
+    };
+    let result = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if http_get_status(addr, "/readyz") == Some(200)
+                && let Some((200, body)) = crate::cluster::http_get(addr, "/api/cluster/nodes")
+            {
+                let live = body.matches("\"node-").count();
+                if live >= NODES {
+                    return (
+                        true,
+                        format!("/readyz 200, {live} node mentions in /api/cluster/nodes"),
+                    );
+                }
+                last = body.chars().take(200).collect();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        (
+            false,
+            format!("not ready with every node within 10 s: {last}"),
+        )
+    })
+    .await
+    .unwrap_or((false, "check task failed".to_owned()));
+    Check {
+        name: "the coordinator came back after kill -9".to_owned(),
+        passed: result.0,
+        detail: result.1,
+    }
+}
