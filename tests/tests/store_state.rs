@@ -112,7 +112,7 @@ async fn terminal_is_sticky_until_reinstated() {
         !s.cooldown_clear("c").await.unwrap(),
         "clear never lifts a terminal"
     );
-    let after_success = s.cooldown_success("c").await.unwrap();
+    let after_success = s.cooldown_success("c", 0).await.unwrap();
     assert_eq!(after_success.terminal, Some(TerminalStatus::Banned));
     assert_eq!(
         after_success.backoff_level, 2,
@@ -146,14 +146,26 @@ async fn success_ends_the_cooldown_and_lowers_the_level() {
     let second = s.cooldown_extend(&write("c", 60_000, 2)).await.unwrap();
     assert_eq!(second.backoff_level, 2);
 
-    let rec = s.cooldown_success("c").await.unwrap();
+    // A success of an attempt dispatched before that failure (an hour ago) is stale.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        - 3_600_000;
+    let stale = s.cooldown_success("c", before).await.unwrap();
+    assert_eq!(stale.backoff_level, 2, "a stale success changes nothing");
+    assert!(stale.remaining_ms > 50_000);
+    let rec = &s.read_connections(&["c"]).await.unwrap()[0];
+    assert!(rec.remaining_ms > 50_000, "the cooldown still runs");
+
+    let rec = s.cooldown_success("c", 0).await.unwrap();
     assert_eq!(rec.backoff_level, 1);
     assert_eq!(rec.remaining_ms, 0);
     let rec = &s.read_connections(&["c"]).await.unwrap()[0];
     assert_eq!((rec.backoff_level, rec.remaining_ms), (1, 0));
 
-    assert_eq!(s.cooldown_success("c").await.unwrap().backoff_level, 0);
-    assert_eq!(s.cooldown_success("c").await.unwrap().backoff_level, 0);
+    assert_eq!(s.cooldown_success("c", 0).await.unwrap().backoff_level, 0);
+    assert_eq!(s.cooldown_success("c", 0).await.unwrap().backoff_level, 0);
 
     s.cooldown_extend(&write("e", 60_000, 3)).await.unwrap();
     assert!(s.cooldown_clear("e").await.unwrap());

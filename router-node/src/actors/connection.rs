@@ -338,6 +338,7 @@ impl Handler<ObserveSuccess> for ConnectionActor {
         if changed {
             self.emit(LocalChange::Success {
                 conn: self.handle.id.clone(),
+                started_epoch_ms: msg.started_epoch_ms,
             });
         }
         if !self.lockouts.is_empty() {

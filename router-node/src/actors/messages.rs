@@ -32,6 +32,8 @@ pub struct ObserveSuccess {
     /// When the successful attempt was dispatched: a success of an attempt older than the
     /// last failure clears nothing (`cooldown::success_is_stale`).
     pub started: Millis,
+    /// The same dispatch time on the wall clock, for the cluster's staleness test.
+    pub started_epoch_ms: u64,
     pub at: Millis,
 }
 

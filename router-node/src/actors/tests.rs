@@ -154,6 +154,7 @@ fn success(at: Millis) -> ObserveSuccess {
     ObserveSuccess {
         model: Arc::from(MODEL),
         started: at,
+        started_epoch_ms: 0,
         at,
     }
 }

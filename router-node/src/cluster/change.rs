@@ -29,7 +29,11 @@ pub enum LocalChange {
         status: TerminalStatus,
     },
     /// A success cleared or decayed the connection's state.
-    Success { conn: Arc<str> },
+    /// `started_epoch_ms`: when the successful attempt was dispatched (wall clock).
+    Success {
+        conn: Arc<str>,
+        started_epoch_ms: u64,
+    },
     /// Operator clear of the cooldown and every lockout (never a terminal state).
     Cleared { conn: Arc<str> },
     /// Operator reinstatement of a terminal connection.

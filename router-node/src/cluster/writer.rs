@@ -167,8 +167,11 @@ async fn execute(
                 .await;
             }
         }
-        LocalChange::Success { conn } => {
-            store.cooldown_success(conn).await?;
+        LocalChange::Success {
+            conn,
+            started_epoch_ms,
+        } => {
+            store.cooldown_success(conn, *started_epoch_ms).await?;
         }
         LocalChange::Cleared { conn } => {
             store.cooldown_clear(conn).await?;

@@ -123,13 +123,23 @@ impl RedisStore {
         })
     }
 
-    /// A success: clears the cooldown and lowers the level by one (no-op on terminal).
-    pub async fn cooldown_success(&self, conn: &str) -> Result<ConnRecord, StoreError> {
+    /// A success: clears the cooldown and lowers the level by one (no-op on terminal). A
+    /// success of an attempt dispatched (`started_epoch_ms`, 0 = unknown) before the last
+    /// failure any node applied is stale and changes nothing.
+    pub async fn cooldown_success(
+        &self,
+        conn: &str,
+        started_epoch_ms: u64,
+    ) -> Result<ConnRecord, StoreError> {
         const CMD: &str = "cooldown_success";
         let key = self.keys().connection(conn);
         let reply: Value = self
             .run(CMD, |mut con| async move {
-                SUCCESS.key(key).invoke_async(&mut con).await
+                SUCCESS
+                    .key(key)
+                    .arg(started_epoch_ms)
+                    .invoke_async(&mut con)
+                    .await
             })
             .await?;
         let v = array_of(CMD, reply, 4)?;

@@ -1,5 +1,6 @@
 -- cooldown_extend_v1: extend-only connection cooldown with the thundering-herd guard.
--- KEYS[1] = connection hash {until, level, reason, terminal, err}
+-- KEYS[1] = connection hash {until, level, reason, terminal, err, at}
+-- `at` is when a change was last applied (Redis time), for cooldown_success's staleness test.
 -- ARGV: duration_ms, proposed_level, reason, terminal ('' = none), last_error, retention_ms
 -- -> {applied 0|1, remaining_ms, level, terminal ('' = none)}
 local t = redis.call('TIME')
@@ -22,7 +23,7 @@ local terminal = ARGV[4]
 if new_until == cur_until and level == cur_level and terminal == '' then
   return {0, math.max(cur_until - now, 0), cur_level, ''}
 end
-redis.call('HSET', KEYS[1], 'until', new_until, 'level', level, 'reason', ARGV[3], 'err', ARGV[5])
+redis.call('HSET', KEYS[1], 'until', new_until, 'level', level, 'reason', ARGV[3], 'err', ARGV[5], 'at', now)
 if terminal ~= '' then
   redis.call('HSET', KEYS[1], 'terminal', terminal)
   redis.call('PERSIST', KEYS[1])

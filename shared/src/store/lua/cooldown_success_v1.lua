@@ -1,5 +1,8 @@
 -- cooldown_success_v1: a success ends the cooldown and lowers the backoff level by one.
 -- KEYS[1] = connection hash. No-op on a terminal connection.
+-- ARGV[1] = when the successful attempt was dispatched (epoch ms, the node's clock; absent or
+-- 0 = unknown). A success of an attempt older than the last applied failure (`at`, from any
+-- node) is stale and changes nothing: it says nothing about the connection since then.
 -- -> {remaining_ms, level, reason ('' = none), terminal ('' = none)}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -11,6 +14,11 @@ if cur[4] and cur[4] ~= '' then
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, 0, '', ''}
+end
+local started = tonumber(ARGV[1]) or 0
+local failed_at = tonumber(redis.call('HGET', KEYS[1], 'at')) or 0
+if started > 0 and failed_at > started then
+  return {math.max(cur_until - now, 0), cur_level, cur[3] or '', ''}
 end
 local level = math.max(cur_level - 1, 0)
 if level == 0 then
