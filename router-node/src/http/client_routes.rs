@@ -143,9 +143,8 @@ async fn json_or_error(
             let resp = json_response(&routed, &request_id);
             access_log_ok(&request_id, &route_req, &routed, started, None);
             rt.metrics.routed_json(&routed);
-            timer.finish(resp.status().as_u16(), route_req.upstream_wait.get());
             drop(routed);
-            resp
+            timer.finish_with(resp, route_req.upstream_wait.get())
         }
         Err(e) => {
             access_log_error(
@@ -155,8 +154,7 @@ async fn json_or_error(
                 &e,
                 started,
             );
-            timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
-            e.to_response(format)
+            timer.finish_with(e.to_response(format), route_req.upstream_wait.get())
         }
     }
 }
@@ -197,8 +195,7 @@ async fn stream_response(
             Ok(routed) => committed_response(rt, routed, &route_req, request_id, started, timer),
             Err(e) => {
                 access_log_error(&request_id, route_req.key_id(), &route_req.body.model, &e, started);
-                timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
-                e.to_response(format)
+                timer.finish_with(e.to_response(format), route_req.upstream_wait.get())
             }
         },
         () = early => {
@@ -274,8 +271,7 @@ fn committed_response(
         let resp = json_response(&routed, &request_id);
         access_log_ok(&request_id, route_req, &routed, started, None);
         rt.metrics.routed_json(&routed);
-        timer.finish(resp.status().as_u16(), route_req.upstream_wait.get());
-        return resp;
+        return timer.finish_with(resp, route_req.upstream_wait.get());
     }
     let log = (request_id.clone(), started);
     let body = committed_body(rt, routed, route_req, log, timer);
