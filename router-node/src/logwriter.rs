@@ -8,8 +8,7 @@
 //! [`MAX_PENDING`] bytes are waiting (the output is stuck), writers wait for the thread.
 
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::Duration;
 
 /// The longest a line waits in the buffer.
@@ -45,27 +44,30 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub struct BatchWriter(Arc<Shared>);
 
+/// How long dropping the [`FlushGuard`] waits for the log thread to write out the rest (a
+/// stuck log pipe must not hold up the exit).
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
 /// Writes out what is left and stops the log thread when dropped: keep it for the process.
 #[derive(Debug)]
 pub struct FlushGuard {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    /// Disconnected when the log thread has returned.
+    done: mpsc::Receiver<()>,
 }
 
 /// Starts the log thread writing to `out`.
 pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(BatchWriter, FlushGuard)> {
     let shared = Arc::new(Shared::default());
     let worker = shared.clone();
-    let thread = std::thread::Builder::new()
+    let (done_tx, done) = mpsc::channel::<()>();
+    std::thread::Builder::new()
         .name("switchyard-log".to_owned())
-        .spawn(move || run(&worker, out))?;
-    Ok((
-        BatchWriter(shared.clone()),
-        FlushGuard {
-            shared,
-            thread: Some(thread),
-        },
-    ))
+        .spawn(move || {
+            let _done = done_tx;
+            run(&worker, out);
+        })?;
+    Ok((BatchWriter(shared.clone()), FlushGuard { shared, done }))
 }
 
 fn run(shared: &Shared, mut out: impl Write) {
@@ -98,9 +100,7 @@ impl Drop for FlushGuard {
     fn drop(&mut self) {
         self.shared.lock().closed = true;
         self.shared.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = self.done.recv_timeout(SHUTDOWN_WAIT);
     }
 }
 
