@@ -98,7 +98,10 @@ async fn handle(
         // is sized for its largest branch. Inline, every stream would carry that unused room
         // (about 4.5 KiB) next to its own boxed routing future while it waits for its first
         // content; one allocation per JSON request costs less than that at 5,000 streams.
-        Box::pin(json_or_error(rt, route_req, format, request_id, started, timer)).await
+        Box::pin(json_or_error(
+            rt, route_req, format, request_id, started, timer,
+        ))
+        .await
     };
     if background {
         // `background: true` (Responses) is served synchronously; say so.
