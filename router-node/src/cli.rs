@@ -160,11 +160,15 @@ fn serve_file(
 
 /// JSON lines on stdout, or a human format when stdout is a terminal.
 ///
-/// Lines go through a non-blocking writer (a bounded queue drained by one thread), so a slow
-/// log pipe never stalls a request worker and an access line costs no write syscall on the
-/// request path. The returned guard flushes the queue when dropped: keep it for the process.
-pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
+/// Lines go through [`crate::logwriter`]: a buffer written out in batches by one thread, so
+/// a slow log pipe never stalls a request worker and an access line costs neither a write
+/// syscall nor a thread wake-up on the request path. The returned guard writes out what is
+/// left when dropped: keep it for the process. Without a log thread (it could not be
+/// started), lines go to stdout directly.
+pub fn init_tracing() -> Option<crate::logwriter::FlushGuard> {
     use std::io::IsTerminal;
+
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new("info,h2=warn,hyper=warn,reqwest=warn")
     });
@@ -178,7 +182,13 @@ pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
         _ => filter,
     };
     let terminal = std::io::stdout().is_terminal();
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stdout());
+    let (writer, guard) = match crate::logwriter::start(std::io::stdout()) {
+        Ok((w, g)) => (BoxMakeWriter::new(w), Some(g)),
+        Err(e) => {
+            eprintln!("switchyard-node: no log thread ({e}); logging synchronously");
+            (BoxMakeWriter::new(std::io::stdout), None)
+        }
+    };
     if terminal {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)

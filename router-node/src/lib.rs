@@ -22,6 +22,7 @@ pub mod demo;
 pub mod http;
 pub mod leases;
 pub mod lifecycle;
+pub mod logwriter;
 pub mod metrics;
 pub mod reload;
 pub mod routing;

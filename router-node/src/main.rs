@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 
 // The request path allocates small, short-lived buffers on several threads; mimalloc
 // (a well-kept allocator made for that pattern) measured faster than glibc malloc here.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

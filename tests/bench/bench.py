@@ -260,6 +260,72 @@ def cmd_ttfb(args):
 
 
 # ---------------------------------------------------------------------------------------------
+# The node's gateway-overhead histogram, scraped before and after a phase
+
+
+OVERHEAD_METRIC = "switchyard_gateway_overhead_seconds"
+
+
+def parse_histogram(path, name):
+    """{"buckets": {le: count}, "sum": s, "count": n} of one histogram family, summed over
+    its label sets (the probe only uses one route), from a Prometheus text exposition."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    out = {"buckets": {}, "sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        metric, _, value = line.rpartition(" ")
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        if metric.startswith(name + "_bucket"):
+            le = metric.split('le="', 1)[1].split('"', 1)[0]
+            key = float("inf") if le == "+Inf" else float(le)
+            out["buckets"][key] = out["buckets"].get(key, 0.0) + v
+        elif metric.startswith(name + "_sum"):
+            out["sum"] += v
+        elif metric.startswith(name + "_count"):
+            out["count"] += v
+    return out
+
+
+def histogram_quantile(q, buckets):
+    """Prometheus' histogram_quantile over cumulative {le: count}: linear within a bucket."""
+    les = sorted(buckets)
+    if not les or buckets[les[-1]] <= 0:
+        return None
+    rank = q * buckets[les[-1]]
+    lower, below = 0.0, 0.0
+    for le in les:
+        if buckets[le] >= rank:
+            if le == float("inf"):
+                return lower
+            inside = buckets[le] - below
+            return lower + (le - lower) * ((rank - below) / inside if inside > 0 else 0)
+        lower, below = le, buckets[le]
+    return None
+
+
+def overhead_delta(raw, phase):
+    """Mean and p50 of the overhead histogram over one phase (after minus before)."""
+    before = parse_histogram(os.path.join(raw, f"{phase}.metrics-before.txt"), OVERHEAD_METRIC)
+    after = parse_histogram(os.path.join(raw, f"{phase}.metrics-after.txt"), OVERHEAD_METRIC)
+    if not before or not after:
+        return None
+    count = after["count"] - before["count"]
+    if count <= 0:
+        return None
+    buckets = {le: n - before["buckets"].get(le, 0.0) for le, n in after["buckets"].items()}
+    return {"count": count, "mean": (after["sum"] - before["sum"]) / count,
+            "p50": histogram_quantile(0.5, buckets), "p90": histogram_quantile(0.9, buckets)}
+
+
+# ---------------------------------------------------------------------------------------------
 # Report
 
 
@@ -308,6 +374,7 @@ def oha_summary(doc):
     non2xx = sum(v for k, v in codes.items() if not k.startswith("2"))
     return {
         "rps": summary.get("requestsPerSec"),
+        "mean": summary.get("average"),
         "pct": {p: lat.get(p) for p in PCTS},
         "ok": ok,
         "errors": other + non2xx,
@@ -474,6 +541,36 @@ def cmd_report(args):
                        "oha_first_byte": oha_fb}
     w("")
 
+    # --- the node's own overhead metric against the harness
+    w("## Gateway-overhead metric against the harness (JSON probe)")
+    w("")
+    w("The node's `switchyard_gateway_overhead_seconds`, scraped from the admin listener before "
+      "and after the measured JSON probe (1 conn @ 200 req/s): mean = sum/count of the delta, "
+      "p50/p90 interpolated within the delta's buckets (as Prometheus' histogram_quantile; "
+      "the buckets are 0.1, 0.25, 0.5, 1 ms, so p50 is coarse). *Harness added* is "
+      "switchyard minus mock direct, by oha, for the same phase. The harness figure also "
+      "counts what no in-process timer sees: the extra loopback hop and the kernel's socket "
+      "work on both sides.")
+    w("")
+    w("| figure | metric | harness added | metric / harness |")
+    w("|---|---:|---:|---:|")
+    ov = overhead_delta(run.raw, "gw-json-lat")
+    jl = res.get("json_lat")
+    cross = None
+    if ov and jl:
+        gw, direct = jl[0], jl[1]
+        added_mean = diff(gw.get("mean"), (direct or {}).get("mean"))
+        added_p50 = jl[2]
+        cross = {"metric": ov, "harness_added_mean": added_mean, "harness_added_p50": added_p50}
+        for label, m, h in (("mean", ov["mean"], added_mean), ("p50", ov["p50"], added_p50)):
+            ratio = f"{100 * m / h:.0f} %" if m is not None and h else "—"
+            w(f"| {label} | {ms(m)} | {ms(h)} | {ratio} |")
+        w(f"| requests counted | {ov['count']:,.0f} | {gw['ok']:,} | — |")
+    else:
+        w("| — | not scraped | — | — |")
+    summary["overhead_metric"] = cross
+    w("")
+
     # --- memory, startup
     w("## Startup and memory")
     w("")
@@ -515,6 +612,14 @@ def cmd_report(args):
           f"{mib((slow_proc or {}).get('hwm_kib'))} MiB (peak open descriptors "
           f"{(slow_proc or {}).get('peak_sockets', '?')}; {slow['ok']} streams completed, "
           f"{slow['errors']} errors, {slow['aborted_at_deadline']} cut by the phase deadline) |")
+        try:
+            with open(os.path.join(run.raw, "slow-fds-after")) as f:
+                fds_after = int(f.read().strip())
+        except (OSError, ValueError):
+            fds_after = None
+        if fds_after is not None:
+            w(f"| open descriptors 2 s after the slow streams (idle pooled upstream sockets) | "
+              f"{fds_after:,} |")
     if slow_direct:
         w(f"| same load on the mock direct, mock peak RSS | "
           f"{mib((slow_mock or {}).get('mock_hwm_kib'))} MiB ({slow_direct['ok']} completed, "

@@ -13,11 +13,15 @@ export LC_ALL=C
 
 usage() {
 	cat <<'EOF'
-usage: tests/bench/run.sh [--quick] [--no-build] [--out DIR] [--max-load L] [--quiet-timeout S]
-                          [--gateway-core N] [--load-core N]
+usage: tests/bench/run.sh [--quick] [--no-build] [--node-bin FILE] [--phases LIST] [--out DIR]
+                          [--max-load L] [--quiet-timeout S] [--gateway-core N] [--load-core N]
 
   --quick            shorter phases (about 90 s after the build)
   --no-build         use the existing release binaries
+  --node-bin FILE    the switchyard-node binary to measure (default: the release build); for
+                     A/B runs of two builds in one session
+  --phases LIST      comma-separated groups to run (default: all): json (saturation + probe),
+                     sse (saturation + probe), ttfb, leak, redis, combo, catalog, slow
   --out DIR          results folder (default: results/<UTC timestamp> in the repository)
   --max-load L       wait until the 1-minute load average is below L (default 1.0) ...
   --quiet-timeout S  ... or S seconds have passed (default 45, quick 2); the load is recorded
@@ -28,6 +32,8 @@ EOF
 
 QUICK=0
 BUILD=1
+NODE_BIN_ARG=""
+PHASES=all
 OUT=""
 MAX_LOAD=1.0
 QUIET_TIMEOUT=""
@@ -37,6 +43,8 @@ while (($#)); do
 	case "$1" in
 	--quick) QUICK=1 ;;
 	--no-build) BUILD=0 ;;
+	--node-bin) NODE_BIN_ARG=$2; shift ;;
+	--phases) PHASES=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--max-load) MAX_LOAD=$2; shift ;;
 	--quiet-timeout) QUIET_TIMEOUT=$2; shift ;;
@@ -68,7 +76,7 @@ UPSTREAM_KEY=sk-bench-not-a-secret
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HELPER=$ROOT/tests/bench/bench.py
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-NODE_BIN=$TARGET_DIR/release/switchyard-node
+NODE_BIN=${NODE_BIN_ARG:-$TARGET_DIR/release/switchyard-node}
 MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
 RUN=${OUT:-$ROOT/results/$(date -u +%Y%m%dT%H%M%SZ)}
 RAW=$RUN/raw
@@ -77,6 +85,13 @@ CLK_TCK=$(getconf CLK_TCK)
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
+
+ALL_PHASES=(json sse ttfb leak redis combo catalog slow)
+[[ $PHASES == all ]] && PHASES=$(IFS=,; echo "${ALL_PHASES[*]}")
+for ph in ${PHASES//,/ }; do
+	[[ " ${ALL_PHASES[*]} " == *" $ph "* ]] || { usage >&2; exit 2; }
+done
+want() { [[ ",$PHASES," == *",$1,"* ]]; }
 
 for tool in taskset python3 curl; do
 	command -v "$tool" >/dev/null || die "$tool is required"
@@ -228,7 +243,7 @@ start_mock() { # name chunks chunk-delay-ms
 }
 
 # --- the node ------------------------------------------------------------------------------
-NODE_PID="" NODE_URL="" NODE_NAME="" CATALOG_MODEL="" REDIS_URL=""
+NODE_PID="" NODE_URL="" NODE_ADMIN="" NODE_NAME="" CATALOG_MODEL="" REDIS_URL=""
 start_node() { # name config-kind
 	local name=$1 kind=$2 port admin cfg=$RUN/node-$1.toml t0 t1 idle
 	read -r port admin < <(python3 "$HELPER" free-ports 2)
@@ -249,6 +264,7 @@ start_node() { # name config-kind
 	sleep 1
 	idle=$(proc_kib "$NODE_PID" VmRSS)
 	NODE_URL="http://127.0.0.1:$port"
+	NODE_ADMIN="http://127.0.0.1:$admin"
 	NODE_NAME=$name
 	printf '{"name":"%s","kind":"%s","startup_ms":%d,"idle_rss_kib":%d,"config_bytes":%d}\n' \
 		"$name" "$kind" $(((t1 - t0) / 1000)) "$idle" "$(wc -c <"$cfg")" >"$RAW/node-$name.json"
@@ -294,6 +310,10 @@ measure() {
 	if [[ $warm != 0 ]]; then
 		oha_run "$RAW/$name.warmup.json" -z "${warm}s" -D "$RAW/$body" "$@" "$url"
 	fi
+	if [[ -n ${METRICS_PHASE:-} && -n $NODE_PID ]]; then
+		# The node's own histograms around the measured run (warm-up excluded).
+		curl -fsS --max-time 5 -o "$RAW/$name.metrics-before.txt" "$NODE_ADMIN/metrics" || true
+	fi
 	[[ -n $NODE_PID ]] && reset_hwm "$NODE_PID"
 	reset_hwm "$MOCK_PID"
 	t0=$(now_us)
@@ -307,6 +327,9 @@ measure() {
 	m1=$(proc_ticks "$MOCK_PID")
 	g1=$(core_ticks "$GW_CORE")
 	l1=$(core_ticks "$LOAD_CORE")
+	if [[ -n ${METRICS_PHASE:-} && -n $NODE_PID ]]; then
+		curl -fsS --max-time 5 -o "$RAW/$name.metrics-after.txt" "$NODE_ADMIN/metrics" || true
+	fi
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e6 }')
 	if [[ -n $NODE_PID ]]; then
 		nhwm=$(proc_kib "$NODE_PID" VmHWM)
@@ -323,59 +346,77 @@ sat() { measure "$1" "$WARM" "${4:-$SAT}" "$2" "$3" -c "$SAT_CONNS"; }
 lat() { measure "$1" 1 "${4:-$LAT}" "$2" "$3" -c 1 -q "$RATE"; }
 
 # =========================================================================================
-start_mock main "$SSE_CHUNKS" 0
-DIRECT_URL="http://$MOCK_ADDR/v1/chat/completions"
-start_node base base
-GW_URL="$NODE_URL/v1/chat/completions"
-
 # Direct phases: measure() leaves the (idle) node's readings out of them.
 direct() { NODE_PID="" AUTH="authorization: Bearer $UPSTREAM_KEY" "$@"; }
 
-direct sat direct-json-sat direct-json.body "$DIRECT_URL"
-sat gw-json-sat gw-json.body "$GW_URL"
-direct lat direct-json-lat direct-json.body "$DIRECT_URL"
-lat gw-json-lat gw-json.body "$GW_URL"
-direct sat direct-sse-sat direct-sse.body "$DIRECT_URL"
-sat gw-sse-sat gw-sse.body "$GW_URL"
-direct lat direct-sse-lat direct-sse.body "$DIRECT_URL"
-lat gw-sse-lat gw-sse.body "$GW_URL"
+# The main mock serves every phase but the slow streams.
+if want json || want sse || want ttfb || want leak || want redis || want combo || want catalog; then
+	start_mock main "$SSE_CHUNKS" 0
+	DIRECT_URL="http://$MOCK_ADDR/v1/chat/completions"
+fi
 
-log "phase SSE time to first byte"
-run_tracked taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$DIRECT_URL" --body "$RAW/direct-sse.body" \
-	--rate "$RATE" --requests "$TTFB_REQS" --header "authorization: Bearer $UPSTREAM_KEY" \
-	--out "$RAW/direct-sse.ttfb.json"
-run_tracked taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$GW_URL" --body "$RAW/gw-sse.body" \
-	--rate "$RATE" --requests "$TTFB_REQS" --out "$RAW/gw-sse.ttfb.json"
+if want json || want sse || want ttfb || want leak; then
+	start_node base base
+	GW_URL="$NODE_URL/v1/chat/completions"
+fi
 
-# Leak check: RSS after everything above (the warm-up) against RSS after many more requests.
-leak_n=$(python3 - "$RAW/gw-json-sat.json" "$LEAK_BUDGET" "$LEAK_REQUESTS" <<'EOF'
+if want json; then
+	direct sat direct-json-sat direct-json.body "$DIRECT_URL"
+	sat gw-json-sat gw-json.body "$GW_URL"
+	direct lat direct-json-lat direct-json.body "$DIRECT_URL"
+	# Scrape the node's gateway-overhead histogram around the measured probe.
+	METRICS_PHASE=1 lat gw-json-lat gw-json.body "$GW_URL"
+fi
+if want sse; then
+	direct sat direct-sse-sat direct-sse.body "$DIRECT_URL"
+	sat gw-sse-sat gw-sse.body "$GW_URL"
+	direct lat direct-sse-lat direct-sse.body "$DIRECT_URL"
+	lat gw-sse-lat gw-sse.body "$GW_URL"
+fi
+
+if want ttfb; then
+	log "phase SSE time to first byte"
+	run_tracked taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$DIRECT_URL" --body "$RAW/direct-sse.body" \
+		--rate "$RATE" --requests "$TTFB_REQS" --header "authorization: Bearer $UPSTREAM_KEY" \
+		--out "$RAW/direct-sse.ttfb.json"
+	run_tracked taskset -c "$LOAD_CORE" python3 "$HELPER" ttfb --url "$GW_URL" --body "$RAW/gw-sse.body" \
+		--rate "$RATE" --requests "$TTFB_REQS" --out "$RAW/gw-sse.ttfb.json"
+fi
+
+if want leak; then
+	# Leak check: RSS after everything above (the warm-up) against RSS after many more requests.
+	leak_n=$(python3 - "$RAW/gw-json-sat.json" "$LEAK_BUDGET" "$LEAK_REQUESTS" <<'EOF'
 import json, sys
-rps = json.load(open(sys.argv[1]))["summary"].get("requestsPerSec") or 0
+try:
+    rps = json.load(open(sys.argv[1]))["summary"].get("requestsPerSec") or 0
+except OSError:
+    rps = 20000  # the JSON phases did not run: assume a typical rate
 print(max(1000, min(int(sys.argv[3]), int(rps * float(sys.argv[2])))))
 EOF
-)
-log "phase leak check: $leak_n requests"
-before=$(proc_kib "$NODE_PID" VmRSS)
-t0=$(now_us)
-# A count, not a duration: bound it in case the node stalls (status 124 = stopped by timeout).
-leak_rc=0
-run_tracked timeout --kill-after=5 $((LEAK_BUDGET * 4 + 30)) \
-	taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$RAW/leak.oha.json" --worker-threads 1 \
-	-m POST -T application/json -t 60s -c "$SAT_CONNS" -n "$leak_n" -D "$RAW/gw-json.body" "$GW_URL" ||
-	leak_rc=$?
-t1=$(now_us)
-sleep 2
-after=$(proc_kib "$NODE_PID" VmRSS)
-printf '{"requests":%d,"elapsed_s":%s,"before_kib":%d,"after_kib":%d,"oha_status":%d}\n' "$leak_n" \
-	"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')" "$before" "$after" \
-	"$leak_rc" >"$RAW/leak.json"
-stop_node
+	)
+	log "phase leak check: $leak_n requests"
+	before=$(proc_kib "$NODE_PID" VmRSS)
+	t0=$(now_us)
+	# A count, not a duration: bound it in case the node stalls (status 124 = stopped by timeout).
+	leak_rc=0
+	run_tracked timeout --kill-after=5 $((LEAK_BUDGET * 4 + 30)) \
+		taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$RAW/leak.oha.json" --worker-threads 1 \
+		-m POST -T application/json -t 60s -c "$SAT_CONNS" -n "$leak_n" -D "$RAW/gw-json.body" "$GW_URL" ||
+		leak_rc=$?
+	t1=$(now_us)
+	sleep 2
+	after=$(proc_kib "$NODE_PID" VmRSS)
+	printf '{"requests":%d,"elapsed_s":%s,"before_kib":%d,"after_kib":%d,"oha_status":%d}\n' "$leak_n" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')" "$before" "$after" \
+		"$leak_rc" >"$RAW/leak.json"
+fi
+if [[ -n $NODE_PID ]]; then stop_node; fi
 
 # Redis mode: the same base config sharing state through a local redis-server (on the load
 # core, like the other helpers). The ordinary success path makes no Redis call, so this should
 # match embedded mode.
 REDIS_BIN=$(command -v redis-server || true)
-if [[ -n $REDIS_BIN ]]; then
+if want redis && [[ -n $REDIS_BIN ]]; then
 	read -r redis_port < <(python3 "$HELPER" free-ports 1)
 	taskset -c "$LOAD_CORE" "$REDIS_BIN" --port "$redis_port" --bind 127.0.0.1 --save "" \
 		--appendonly no >"$RUN/redis.log" 2>&1 &
@@ -392,53 +433,62 @@ if [[ -n $REDIS_BIN ]]; then
 	stop_node
 	REDIS_URL=""
 	stop_pid "$REDIS_PID"
-else
+elif want redis; then
 	log "redis-server not installed: redis-mode phases skipped"
 fi
 
-# Combo of three targets (the first answers).
-start_node combo combo
-sat gw-combo-sat gw-combo.body "$NODE_URL/v1/chat/completions" "$SHORT_SAT"
-lat gw-combo-lat gw-combo.body "$NODE_URL/v1/chat/completions" "$SHORT_LAT"
-stop_node
-
-# The size of the catalogue: 10 connections, then 10,000 over 1,000 providers.
-for kind in catalog-10 catalog-10k; do
-	start_node "$kind" "$kind"
-	body "gw-$kind.body" "$CATALOG_MODEL" false
-	sat "gw-$kind-sat" "gw-$kind.body" "$NODE_URL/v1/chat/completions" "$SHORT_SAT"
-	lat "gw-$kind-lat" "gw-$kind.body" "$NODE_URL/v1/chat/completions" "$SHORT_LAT"
+if want combo; then
+	# Combo of three targets (the first answers).
+	start_node combo combo
+	sat gw-combo-sat gw-combo.body "$NODE_URL/v1/chat/completions" "$SHORT_SAT"
+	lat gw-combo-lat gw-combo.body "$NODE_URL/v1/chat/completions" "$SHORT_LAT"
 	stop_node
-done
-stop_pid "$MOCK_PID"
+fi
 
-# Memory under many concurrent slow streams, direct and through the node.
-start_mock slow "$SLOW_CHUNKS" "$SLOW_DELAY_MS"
-DIRECT_URL="http://$MOCK_ADDR/v1/chat/completions"
-slow() { measure "$1" 0 "$SLOW_S" "$2" "$3" -c "$SLOW_STREAMS" --connect-timeout 20s; }
-direct slow direct-slow-streams direct-sse.body "$DIRECT_URL"
-start_node slow base
-PEAK_SOCKETS=0
-(
-	# Sample the node's open descriptors while the streams run.
-	peak=0
-	end=$((SECONDS + SLOW_S + WARM + 5))
-	while ((SECONDS < end)) && kill -0 "$NODE_PID" 2>/dev/null; do
-		n=$(fd_count "$NODE_PID" 2>/dev/null || echo 0)
-		((n > peak)) && peak=$n
-		echo "$peak" >"$RAW/slow-fds"
-		sleep 0.5
+if want catalog; then
+	# The size of the catalogue: 10 connections, then 10,000 over 1,000 providers.
+	for kind in catalog-10 catalog-10k; do
+		start_node "$kind" "$kind"
+		body "gw-$kind.body" "$CATALOG_MODEL" false
+		sat "gw-$kind-sat" "gw-$kind.body" "$NODE_URL/v1/chat/completions" "$SHORT_SAT"
+		lat "gw-$kind-lat" "gw-$kind.body" "$NODE_URL/v1/chat/completions" "$SHORT_LAT"
+		stop_node
 	done
-) &
-SAMPLER=$!
-track "$SAMPLER"
-slow gw-slow-streams gw-sse.body "$NODE_URL/v1/chat/completions"
-PEAK_SOCKETS=$(cat "$RAW/slow-fds" 2>/dev/null || echo null)
-stop_pid "$SAMPLER"
-# Rewrite the phase's record with the sampled descriptor peak.
-sed -i "s/\"peak_sockets\":[^,]*/\"peak_sockets\":$PEAK_SOCKETS/" "$RAW/gw-slow-streams.proc.json"
-stop_node
-stop_pid "$MOCK_PID"
+fi
+if [[ -n $MOCK_PID ]]; then stop_pid "$MOCK_PID"; MOCK_PID=""; fi
+
+if want slow; then
+	# Memory under many concurrent slow streams, direct and through the node.
+	start_mock slow "$SLOW_CHUNKS" "$SLOW_DELAY_MS"
+	DIRECT_URL="http://$MOCK_ADDR/v1/chat/completions"
+	slow() { measure "$1" 0 "$SLOW_S" "$2" "$3" -c "$SLOW_STREAMS" --connect-timeout 20s; }
+	direct slow direct-slow-streams direct-sse.body "$DIRECT_URL"
+	start_node slow base
+	PEAK_SOCKETS=0
+	(
+		# Sample the node's open descriptors while the streams run.
+		peak=0
+		end=$((SECONDS + SLOW_S + WARM + 5))
+		while ((SECONDS < end)) && kill -0 "$NODE_PID" 2>/dev/null; do
+			n=$(fd_count "$NODE_PID" 2>/dev/null || echo 0)
+			((n > peak)) && peak=$n
+			echo "$peak" >"$RAW/slow-fds"
+			sleep 0.5
+		done
+	) &
+	SAMPLER=$!
+	track "$SAMPLER"
+	slow gw-slow-streams gw-sse.body "$NODE_URL/v1/chat/completions"
+	PEAK_SOCKETS=$(cat "$RAW/slow-fds" 2>/dev/null || echo null)
+	stop_pid "$SAMPLER"
+	# Rewrite the phase's record with the sampled descriptor peak.
+	sed -i "s/\"peak_sockets\":[^,]*/\"peak_sockets\":$PEAK_SOCKETS/" "$RAW/gw-slow-streams.proc.json"
+	# Descriptors still open 2 s after the streams: mostly idle upstream sockets kept pooled.
+	sleep 2
+	fd_count "$NODE_PID" >"$RAW/slow-fds-after" 2>/dev/null || true
+	stop_node
+	stop_pid "$MOCK_PID"
+fi
 
 # --- the report ----------------------------------------------------------------------------
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -23,20 +23,24 @@
 //! # Gateway overhead
 //!
 //! `switchyard_gateway_overhead_seconds` is the time a request spent in the node minus the
-//! time it spent waiting on upstreams. The upstream wait is measured around every upstream
-//! attempt of the request (failed ones included) and summed in the request's
-//! [`UpstreamWait`]. For a JSON answer or an error, the total runs from the handler's start
-//! to the response being ready. For a stream it runs to the commit point (the first content
-//! frame, when the response is handed to the client), and the upstream wait is the failed
-//! attempts plus the committed attempt's time to first content; relaying the rest of the
-//! stream is paced by the upstream and is not counted. The overhead therefore includes the
-//! node's own waits (request queue, concurrency gates, cooldown waits), which also have their
-//! own families.
+//! time it spent waiting on upstreams, summed over its attempts (failed ones included) in the
+//! request's [`UpstreamWait`]. The upstream wait is only the awaits on the upstream: from
+//! handing the request to the HTTP client until the response head arrives, then reading the
+//! body (JSON and error answers) or waiting for the first content event (streams). Building
+//! the upstream request, checking and filtering the answer, and everything around the
+//! attempts count as overhead. For a routed JSON answer or a routing error, the total runs
+//! from the handler's start until actix has taken the response body for writing (the timer
+//! travels with the body); for a stream it runs to the commit point, and relaying the rest
+//! of the stream is paced by the upstream and is not counted. The overhead therefore
+//! includes the node's own waits (request queue, concurrency gates, cooldown waits), which
+//! also have their own families. What no timer in the process sees: the kernel's socket
+//! work and the wake-up before actix reads the request, and the write of the response.
 
 pub mod cluster;
 mod collector;
 mod counts;
 pub mod labels;
+mod timed_body;
 
 #[cfg(test)]
 mod tests;
@@ -101,30 +105,28 @@ impl UpstreamWait {
     pub fn get(&self) -> Duration {
         Duration::from_nanos(self.0.load(Ordering::Relaxed))
     }
-}
 
-/// Adds an attempt's duration to the request's upstream wait exactly once, also when the
-/// attempt is cancelled (a combo timeout drops the whole dispatch mid-attempt).
-struct AttemptClock<'a> {
-    wait: &'a UpstreamWait,
-    started: Instant,
-    done: bool,
-}
-
-impl AttemptClock<'_> {
-    fn stop(mut self) -> Duration {
-        self.done = true;
-        let elapsed = self.started.elapsed();
-        self.wait.add(elapsed);
-        elapsed
+    /// Counts the time until the returned guard is dropped.
+    pub fn timer(&self) -> WaitTimer<'_> {
+        WaitTimer {
+            wait: self,
+            started: Instant::now(),
+        }
     }
 }
 
-impl Drop for AttemptClock<'_> {
+/// Adds the time from its creation to its drop to a request's upstream wait: around each
+/// await on the upstream, so a cancelled attempt (a combo timeout drops the whole dispatch
+/// mid-attempt) still counts what it waited.
+#[derive(Debug)]
+pub struct WaitTimer<'a> {
+    wait: &'a UpstreamWait,
+    started: Instant,
+}
+
+impl Drop for WaitTimer<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            self.wait.add(self.started.elapsed());
-        }
+        self.wait.add(self.started.elapsed());
     }
 }
 
@@ -516,22 +518,17 @@ impl Metrics {
         }
     }
 
-    /// Runs one upstream attempt, adding its duration to the request's upstream wait and
-    /// recording it: the attempt duration, or for a committed stream its time to first
-    /// content (the stream's full duration is recorded at its end).
+    /// Runs one upstream attempt and records its duration, or for a committed stream its
+    /// time to first content (the stream's full duration is recorded at its end). The
+    /// attempt adds its own waits on the upstream to the request's [`UpstreamWait`].
     pub async fn time_attempt(
         &self,
         provider: usize,
-        wait: &UpstreamWait,
         attempt: impl Future<Output = AttemptResult>,
     ) -> AttemptResult {
-        let clock = AttemptClock {
-            wait,
-            started: Instant::now(),
-            done: false,
-        };
+        let started = Instant::now();
         let result = attempt.await;
-        let elapsed = clock.stop();
+        let elapsed = started.elapsed();
         if let Some(p) = self.providers.get(provider) {
             match &result {
                 AttemptResult::Stream(_) => p.time_to_first_content.observe(elapsed.as_secs_f64()),

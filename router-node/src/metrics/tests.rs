@@ -428,11 +428,13 @@ fn hot_path_counters_use_their_enum_index() {
 }
 
 #[tokio::test]
-async fn a_cancelled_attempt_still_counts_as_upstream_wait() {
-    let rt = runtime();
+async fn a_cancelled_wait_still_counts_as_upstream_wait() {
     let wait = UpstreamWait::default();
-    let attempt = rt.metrics.time_attempt(0, &wait, std::future::pending());
-    let timed_out = tokio::time::timeout(Duration::from_millis(30), attempt).await;
+    let waiting = async {
+        let _timer = wait.timer();
+        std::future::pending::<()>().await;
+    };
+    let timed_out = tokio::time::timeout(Duration::from_millis(30), waiting).await;
     assert!(timed_out.is_err());
     assert!(wait.get() >= Duration::from_millis(30), "{:?}", wait.get());
 }
@@ -484,4 +486,40 @@ fn continued_metrics_keep_counts_and_follow_the_new_handles() {
     assert!(text.contains("connection=\"open-2\""), "{text}");
     assert!(!text.contains("connection=\"open-1\""), "{text}");
     assert_eq!(text, old.metrics.encode().unwrap(), "one registry");
+}
+
+/// A JSON answer's timer travels with its body: nothing is recorded while actix still holds
+/// the body, and the status and overhead are recorded once when it drops it.
+#[test]
+fn a_timed_body_records_when_it_is_dropped() {
+    let rt = runtime();
+    let m = &rt.metrics;
+    let overhead = || {
+        let text = m.encode().unwrap();
+        sample(
+            &text,
+            "switchyard_gateway_overhead_seconds_count",
+            r#"route="/v1/chat/completions""#,
+        )
+    };
+    let before = overhead();
+    let t = m.start_request(Route::ChatCompletions);
+    let resp = t.finish_with(
+        actix_web::HttpResponse::Created().body("{}"),
+        Duration::ZERO,
+    );
+    assert_eq!(m.in_flight.get(), 1);
+    assert_eq!(overhead(), before);
+    drop(resp);
+    assert_eq!(m.in_flight.get(), 0);
+    assert_eq!(overhead().unwrap_or(0.0), before.unwrap_or(0.0) + 1.0);
+    let text = m.encode().unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            "switchyard_requests_total",
+            r#"route="/v1/chat/completions",status_class="2xx""#
+        ),
+        Some(1.0)
+    );
 }

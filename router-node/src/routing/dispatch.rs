@@ -442,10 +442,8 @@ async fn try_target(
             watch: rt.watch_config(&provider.config),
             clock: rt.clock,
         };
-        let attempt = upstream::attempt(attempt_req);
-        let timed = rt
-            .metrics
-            .time_attempt(provider.idx, &req.upstream_wait, attempt);
+        let attempt = upstream::attempt_waiting(attempt_req, &req.upstream_wait);
+        let timed = rt.metrics.time_attempt(provider.idx, attempt);
         let body = match timed.await {
             AttemptResult::Json(mut ok) => {
                 if let Some(t) = &translation {

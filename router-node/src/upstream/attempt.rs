@@ -38,6 +38,7 @@ use super::request::{self, AttemptRequest};
 use super::sse_format;
 use super::stream::{CommittedStream, LiveStream, UpstreamBody};
 use crate::clock::Clock;
+use crate::metrics::UpstreamWait;
 
 /// An error body is read for at most this long (bounded by the deadline too).
 pub const ERROR_BODY_READ_MS: Millis = 10_000;
@@ -90,6 +91,12 @@ pub struct AttemptFailure {
 
 /// Runs one attempt. Never panics; every outcome is a value.
 pub async fn attempt(req: AttemptRequest) -> AttemptResult {
+    attempt_waiting(req, &UpstreamWait::default()).await
+}
+
+/// [`attempt`], adding the time spent awaiting the upstream to `wait` (for the
+/// gateway-overhead metric): the response head, then the body or the first content event.
+pub async fn attempt_waiting(req: AttemptRequest, wait: &UpstreamWait) -> AttemptResult {
     let clock = req.clock;
     let started = clock.now();
     let failed = |f: AttemptFailure| {
@@ -106,11 +113,14 @@ pub async fn attempt(req: AttemptRequest) -> AttemptResult {
     let headers_ms = req.provider.config.timeouts.headers_ms;
     let headers_at = (headers_ms > 0).then(|| started.saturating_add(headers_ms));
     let limit = body::min_opt(headers_at, req.deadline_ms);
-    let sent = match limit {
-        Some(at) => tokio::time::timeout_at(clock.instant_at(at).into(), builder.send())
-            .await
-            .ok(),
-        None => Some(builder.send().await),
+    let sent = {
+        let _waiting = wait.timer();
+        match limit {
+            Some(at) => tokio::time::timeout_at(clock.instant_at(at).into(), builder.send())
+                .await
+                .ok(),
+            None => Some(builder.send().await),
+        }
     };
     let mut resp = match sent {
         Some(Ok(resp)) => resp,
@@ -126,6 +136,7 @@ pub async fn attempt(req: AttemptRequest) -> AttemptResult {
 
     let status = resp.status().as_u16();
     if !resp.status().is_success() {
+        let _waiting = wait.timer();
         return failed(error_status(&mut resp, &req, status).await);
     }
     let is_json = resp
@@ -134,7 +145,7 @@ pub async fn attempt(req: AttemptRequest) -> AttemptResult {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
     if !req.stream {
-        return match json_success(&mut resp, &req, status).await {
+        return match json_success(&mut resp, &req, status, wait).await {
             Ok(mut ok) => {
                 ok.elapsed_ms = clock.now().saturating_sub(started);
                 AttemptResult::Json(ok)
@@ -142,9 +153,12 @@ pub async fn attempt(req: AttemptRequest) -> AttemptResult {
             Err(f) => failed(f),
         };
     }
+    let _waiting = wait.timer();
     if is_json {
         return failed(json_instead_of_stream(&mut resp, &req).await);
     }
+    // Mostly waiting for the first content event; the tap's parse of the held-back prefix
+    // (microseconds) is counted with it.
     match readiness_gate(resp, &req, started).await {
         Ok(committed) => AttemptResult::Stream(committed),
         Err(f) => failed(f),
@@ -249,6 +263,7 @@ async fn json_success(
     resp: &mut reqwest::Response,
     req: &AttemptRequest,
     status: u16,
+    wait: &UpstreamWait,
 ) -> Result<JsonSuccess, AttemptFailure> {
     let limits = ReadLimits {
         cap: MAX_JSON_BODY_BYTES,
@@ -256,7 +271,10 @@ async fn json_success(
         until: req.deadline_ms,
         idle_ms: req.watch.idle_ms,
     };
-    let (bytes, stop) = body::read_body(resp, limits, &req.clock).await;
+    let (bytes, stop) = {
+        let _waiting = wait.timer();
+        body::read_body(resp, limits, &req.clock).await
+    };
     if let Some(stop) = stop {
         return Err(AttemptFailure {
             headers: headers::for_classification(resp.headers()),

@@ -21,5 +21,8 @@ pub fn build_client(timeouts: &ProviderTimeouts) -> Result<reqwest::Client, reqw
         .http1_only()
         // Never follow redirects: a provider redirect would silently change where credentials go.
         .redirect(reqwest::redirect::Policy::none())
+        // No retries inside the client: failover is the router's decision. With zero retries
+        // the retry layer also stops cloning every request's headers up front, in case.
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .build()
 }

@@ -32,7 +32,7 @@ mod tests;
 
 pub use attempt::{
     AttemptFailure, AttemptResult, ERROR_BODY_READ_MS, IN_BAND_ERROR_STATUS, JsonSuccess,
-    MAX_PREFIX_BYTES, attempt,
+    MAX_PREFIX_BYTES, attempt, attempt_waiting,
 };
 pub use request::{AttemptRequest, endpoint_url, watch_config};
 pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, OnFinish, StreamEnd};
