@@ -267,6 +267,65 @@ pub(super) fn terminal_checks(
 }
 
 /// No configured secret appears in any log, metrics page or health body.
+/// Every secret of the scenario: upstream keys, client keys, the management key and the
+/// lease owner tokens.
+fn secrets() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = scenario::CONNECTIONS
+        .iter()
+        .map(|(c, _, k)| (format!("{c} upstream key"), (*k).to_owned()))
+        .collect();
+    out.push(("client key".to_owned(), scenario::CLIENT_KEY.to_owned()));
+    out.push(("lease client key".to_owned(), leases::AGENT_KEY.to_owned()));
+    out.push(("management key".to_owned(), MGMT_KEY.to_owned()));
+    for i in 0..leases::OWNERS {
+        out.push((format!("lease owner token {i}"), leases::owner_token(i)));
+    }
+    out
+}
+
+/// Upstream requests carry no secret but the connection's own key (in its auth header): the
+/// mocks' recent headers and bodies are scanned.
+pub(super) fn upstream_secrets_check(topo: &Topology) -> Check {
+    let secrets = secrets();
+    let mut leaks = Vec::new();
+    let mut scanned = 0usize;
+    for (node, mock) in topo.mocks.iter().enumerate() {
+        let stats = mock.stats();
+        for (key, sets) in &stats.recent_headers {
+            for (name, value) in sets.iter().flatten() {
+                scanned += 1;
+                for (what, secret) in &secrets {
+                    if secret != key && value.contains(secret.as_str()) {
+                        leaks.push(format!(
+                            "node-{node}: upstream header {name} carried the {what}"
+                        ));
+                    }
+                }
+            }
+        }
+        for body in &stats.recent_bodies {
+            scanned += 1;
+            for (what, secret) in &secrets {
+                if body.body.contains(secret.as_str()) {
+                    leaks.push(format!("node-{node}: an upstream body carried the {what}"));
+                }
+            }
+        }
+    }
+    Check {
+        name: "upstream requests carry no secret but their own key".to_owned(),
+        passed: leaks.is_empty() && scanned > 0,
+        detail: if leaks.is_empty() {
+            format!(
+                "{scanned} recent upstream headers and bodies scanned for {} secrets",
+                secrets.len()
+            )
+        } else {
+            leaks.join("; ")
+        },
+    }
+}
+
 pub(super) fn secrets_check(topo: &Topology, ends: &[NodeEnd]) -> Check {
     let mut outputs: Vec<(String, String)> = topo
         .all_logs()
@@ -278,12 +337,11 @@ pub(super) fn secrets_check(topo: &Topology, ends: &[NodeEnd]) -> Check {
         outputs.push((format!("node-{} metrics", e.node), e.metrics.clone()));
         outputs.push((format!("node-{} health", e.node), e.health.clone()));
     }
-    let mut secrets: Vec<(&str, &str)> = scenario::CONNECTIONS
+    let owned = secrets();
+    let secrets: Vec<(&str, &str)> = owned
         .iter()
-        .map(|(c, _, k)| (*c, *k))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    secrets.push(("client key", scenario::CLIENT_KEY));
-    secrets.push(("management key", MGMT_KEY));
     let leaks = invariants::leaked_secrets(&secrets, &outputs);
     Check {
         name: "no secret in logs, metrics or health bodies".to_owned(),

@@ -197,6 +197,7 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
     results.push(checks::lease_check(&lease_ops, &windows, &epoch_of));
     results.extend(extra_checks);
     results.push(checks::secrets_check(&topo, &ends));
+    results.push(checks::upstream_secrets_check(&topo));
     let undecodable = events.undecodable.lock().map(|n| *n).unwrap_or(0);
     results.push(Check {
         name: "every cluster event decoded".to_owned(),

@@ -56,8 +56,9 @@ impl Topology {
                 MockUpstream::start(MockConfig {
                     models: vec![MODEL.to_owned()],
                     arrival_log: ARRIVAL_LOG,
-                    header_history: 4,
-                    body_history: 4,
+                    // Enough recent requests per key for the upstream secret scan.
+                    header_history: 64,
+                    body_history: 256,
                     max_stall: Duration::from_secs(20),
                     ..MockConfig::default()
                 })
