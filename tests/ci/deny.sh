@@ -17,6 +17,11 @@ if ! cargo deny --version >/dev/null 2>&1; then
   cargo install cargo-deny --locked
 fi
 
+# `cargo deny --offline` reads `cargo metadata` for every platform, so crates that only other
+# platforms use (Windows console support and the like) must be in the local cache too; a
+# Linux build never downloads them. `cargo fetch` gets them from the registry.
+cargo fetch --locked --quiet
+
 echo "== cargo deny: bans licenses sources"
 cargo deny --offline check --hide-inclusion-graph bans licenses sources
 
