@@ -133,11 +133,15 @@ impl Fault {
                 "c1",
                 FaultSpec::status(402).header("x-chaos", "credits"),
             )],
-            Fault::Baseline
-            | Fault::KillNode
-            | Fault::RedisRestart
-            | Fault::Partition
-            | Fault::CoordinatorKill => Vec::new(),
+            // Killing a node "mid-stream" needs streams in flight: every stream slows down
+            // to 20 chunks 150 ms apart.
+            Fault::KillNode => vec![Some(FaultSpec {
+                chunk_delay_ms: Some(150),
+                ..FaultSpec::default()
+            })],
+            Fault::Baseline | Fault::RedisRestart | Fault::Partition | Fault::CoordinatorKill => {
+                Vec::new()
+            }
         };
         specs.into_iter().flatten().collect()
     }
@@ -214,7 +218,11 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].matcher.api_key.as_deref(), scenario::key_of("a0"));
         assert_eq!(Fault::Burst503.upstream_faults().len(), 3);
-        assert!(Fault::KillNode.upstream_faults().is_empty());
+        assert!(Fault::RedisRestart.upstream_faults().is_empty());
+        let slow = Fault::KillNode.upstream_faults();
+        assert_eq!(slow.len(), 1);
+        assert_eq!(slow[0].chunk_delay_ms, Some(150));
+        assert_eq!(slow[0].matcher.api_key, None, "every stream slows down");
         for fault in Fault::ALL {
             for spec in fault.upstream_faults() {
                 assert!(spec.validate().is_ok(), "{fault:?}");

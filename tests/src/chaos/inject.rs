@@ -11,7 +11,6 @@ use super::observe::epoch_ms;
 use super::report::Check;
 use super::topology::{NODES, PARTITIONED_NODE, Topology};
 use crate::harness::http_get_status;
-use crate::mock_upstream::FaultSpec;
 
 /// How long after Redis returns (or a partition heals) a node may still act on stale state:
 /// its subscriber reconnects within a second and it resyncs from the keys every 5 s.
@@ -19,18 +18,6 @@ pub(super) const RESYNC_MS: u64 = 6_000;
 
 /// The node killed by [`Fault::KillNode`].
 pub(super) const KILLED_NODE: usize = 1;
-
-/// The upstream faults of a phase. Killing a node "mid-stream" needs streams in flight, so
-/// that phase slows every stream down (20 chunks 150 ms apart).
-pub(super) fn upstream_faults(fault: Fault) -> Vec<FaultSpec> {
-    if fault == Fault::KillNode {
-        return vec![FaultSpec {
-            chunk_delay_ms: Some(150),
-            ..FaultSpec::default()
-        }];
-    }
-    fault.upstream_faults()
-}
 
 pub(super) async fn sleep_until(at: Instant) {
     tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;

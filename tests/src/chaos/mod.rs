@@ -131,7 +131,7 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
     let mut extra_checks = Vec::new();
     for phase in &schedule {
         inject::sleep_until(started + phase.start).await;
-        let specs = inject::upstream_faults(phase.fault);
+        let specs = phase.fault.upstream_faults();
         for mock in &topo.mocks {
             mock.script_all(specs.clone()).map_err(io::Error::other)?;
         }

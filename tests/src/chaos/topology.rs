@@ -78,7 +78,12 @@ impl Topology {
             let redis_proxy = FaultProxy::start(proxy_target)?;
             let mut nodes = Vec::with_capacity(NODES);
             for (i, base) in bases.iter().enumerate() {
-                nodes.push(Some(spawn_node(i, &redis, &redis_proxy, base)?));
+                nodes.push(Some(node_process(
+                    i,
+                    &redis.url(),
+                    redis_proxy.addr(),
+                    base,
+                )?));
             }
             let coordinator = start_coordinator(&redis.url(), &scenario::node_body(&bases[0]))?;
             Ok((redis, redis_proxy, nodes, coordinator))
@@ -194,15 +199,6 @@ impl Topology {
         logs.extend(self.coordinator.iter().map(CoordinatorProcess::log));
         logs
     }
-}
-
-fn spawn_node(
-    i: usize,
-    redis: &RedisServer,
-    proxy: &FaultProxy,
-    mock_base: &str,
-) -> io::Result<NodeProcess> {
-    node_process(i, &redis.url(), proxy.addr(), mock_base)
 }
 
 fn node_process(
