@@ -154,6 +154,9 @@ fn summary(event: &WireEvent) -> String {
             reason.as_str()
         ),
         WireEvent::CooldownCleared { connection } => format!("{connection} cooldown cleared"),
+        WireEvent::CooldownEased { connection, .. } => {
+            format!("{connection} cooldown ended by a success")
+        }
         WireEvent::TerminalSet { connection, status } => {
             format!("{connection} terminal: {}", status.as_str())
         }

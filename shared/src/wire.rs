@@ -116,6 +116,14 @@ pub enum WireEvent {
         generation: u64,
         kind: LeaseEventKind,
     },
+    /// A success ended a running cooldown in the shared store (its level lowered by one).
+    /// The receiver applies it as a success of an attempt dispatched at `started_epoch_ms`
+    /// (wall clock): a receiver that saw a failure after that keeps its cooldown.
+    CooldownEased {
+        connection: String,
+        backoff_level: u32,
+        started_epoch_ms: u64,
+    },
 }
 
 impl WireEvent {
@@ -131,6 +139,7 @@ impl WireEvent {
             Self::BreakerTransition { .. } => "breaker_transition",
             Self::SettingsVersion { .. } => "settings_version",
             Self::LeaseEvent { .. } => "lease_event",
+            Self::CooldownEased { .. } => "cooldown_eased",
         }
     }
 }

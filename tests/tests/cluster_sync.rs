@@ -202,6 +202,81 @@ async fn a_429_on_one_node_makes_every_node_skip_the_key() {
     assert_eq!(records[1].remaining_ms, 0, "{records:?}");
 }
 
+/// A success that ends a cooldown the shared store still holds is announced, so peers end it
+/// too instead of skipping the connection until their own copy runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_that_ends_a_shared_cooldown_is_announced_to_every_node() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let cluster = start_cluster(
+        &mock,
+        2,
+        &[("RUST_LOG", "info,switchyard_node::cluster=debug")],
+    )
+    .await;
+    let http = client();
+    let [a, b, c] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
+    mock.script(
+        FaultSpec::status(429)
+            .for_key("sk-0")
+            .header("Retry-After", "1")
+            .times(1),
+    )
+    .unwrap();
+    let (status, reply) = chat(&http, a).await;
+    assert_eq!(status, 200, "{reply}");
+    for node in [b, c] {
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                cooling(node).await == 1
+            })
+            .await,
+            "the cooldown did not reach {}",
+            node.client_url()
+        );
+    }
+    // The shared record now says k0 rests for a minute (as if another node's longer cooldown
+    // landed without its event), while every node's own copy runs out after about a second.
+    let store = store(&cluster.redis.url());
+    let longer = switchyard_shared::store::CooldownWrite {
+        conn: "k0",
+        duration_ms: 60_000,
+        backoff_level: 1,
+        reason: switchyard_shared::outcome::FailureReason::RateLimitExceeded,
+        terminal: None,
+        last_error: "429",
+    };
+    assert!(store.cooldown_extend(&longer).await.unwrap().applied);
+    // Node a tries k0 again once its copy lapses, and succeeds: that attempt started after
+    // the shared failure, so the success ends the shared cooldown and is announced.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            chat(&http, a).await.0 == 200 && mock.stats().requests_for_key("sk-0") >= 2
+        })
+        .await,
+        "node a never went back to k0"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            store.read_connections(&["k0"]).await.unwrap()[0].remaining_ms == 0
+        })
+        .await,
+        "the success did not end the shared cooldown"
+    );
+    for node in [b, c] {
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                node.log()
+                    .lines()
+                    .any(|l| l.contains("cluster event applied") && l.contains("cooldown_eased"))
+            })
+            .await,
+            "{} never applied the announcement; log:\n{}",
+            node.client_url(),
+            node.log()
+        );
+    }
+}
+
 /// The `delay_ms` of every "cluster event applied" line of kind `cooldown_set` in a log.
 fn applied_delays(log: &str) -> Vec<u64> {
     log.lines()

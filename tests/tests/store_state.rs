@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
 use switchyard_shared::store::{
-    BreakerParams, CooldownWrite, HealthPolicy, NoopObserver, ProbeGrant, RedisState, RedisStore,
-    RedisStoreConfig, StoreError,
+    BreakerParams, ConnRecord, CooldownWrite, HealthPolicy, NoopObserver, ProbeGrant, RedisState,
+    RedisStore, RedisStoreConfig, StoreError,
 };
 use switchyard_shared::wire::BreakerPhase;
 use switchyard_tests::redis_server::RedisServer;
@@ -112,7 +112,11 @@ async fn terminal_is_sticky_until_reinstated() {
         !s.cooldown_clear("c").await.unwrap(),
         "clear never lifts a terminal"
     );
-    let after_success = s.cooldown_success("c", 0).await.unwrap();
+    let (after_success, eased) = s.cooldown_success("c", 0).await.unwrap();
+    assert!(
+        !eased,
+        "a terminal connection's cooldown is not ended by a success"
+    );
     assert_eq!(after_success.terminal, Some(TerminalStatus::Banned));
     assert_eq!(
         after_success.backoff_level, 2,
@@ -152,20 +156,32 @@ async fn success_ends_the_cooldown_and_lowers_the_level() {
         .unwrap()
         .as_millis() as u64
         - 3_600_000;
-    let stale = s.cooldown_success("c", before).await.unwrap();
+    let (stale, eased) = s.cooldown_success("c", before).await.unwrap();
+    assert!(!eased, "a stale success is not announced");
     assert_eq!(stale.backoff_level, 2, "a stale success changes nothing");
     assert!(stale.remaining_ms > 50_000);
     let rec = &s.read_connections(&["c"]).await.unwrap()[0];
     assert!(rec.remaining_ms > 50_000, "the cooldown still runs");
 
-    let rec = s.cooldown_success("c", 0).await.unwrap();
+    let (rec, eased) = s.cooldown_success("c", 0).await.unwrap();
+    assert!(
+        eased,
+        "this success ended a running cooldown: the caller announces it"
+    );
     assert_eq!(rec.backoff_level, 1);
     assert_eq!(rec.remaining_ms, 0);
     let rec = &s.read_connections(&["c"]).await.unwrap()[0];
     assert_eq!((rec.backoff_level, rec.remaining_ms), (1, 0));
 
-    assert_eq!(s.cooldown_success("c", 0).await.unwrap().backoff_level, 0);
-    assert_eq!(s.cooldown_success("c", 0).await.unwrap().backoff_level, 0);
+    // Only the level is left: decaying it ends no cooldown, so there is nothing to announce.
+    assert_eq!(
+        s.cooldown_success("c", 0).await.unwrap(),
+        (ConnRecord::clean("c"), false)
+    );
+    assert_eq!(
+        s.cooldown_success("c", 0).await.unwrap(),
+        (ConnRecord::clean("c"), false)
+    );
 
     s.cooldown_extend(&write("e", 60_000, 3)).await.unwrap();
     assert!(s.cooldown_clear("e").await.unwrap());

@@ -508,6 +508,10 @@ impl Handler<ApplyRemote> for ConnectionActor {
                 let _ = self.operator_clear(at);
                 false
             }
+            RemoteConn::Eased { started } => {
+                !cooldown::success_is_stale(&self.state, started)
+                    && self.apply(&ConnEvent::Success, at)
+            }
             RemoteConn::Reinstated => {
                 let changed = self.apply(&ConnEvent::Reinstate, at);
                 if changed {

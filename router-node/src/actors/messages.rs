@@ -182,6 +182,9 @@ pub enum RemoteConn {
     },
     /// Operator clear elsewhere: cooldown and lockouts (never a terminal state).
     Cleared,
+    /// A success elsewhere ended the cooldown; `started` is when that attempt was dispatched,
+    /// on this node's clock. Stale against a later failure seen here, like a local success.
+    Eased { started: Millis },
     /// Operator reinstatement elsewhere.
     Reinstated,
     /// A model lockout to merge, extend-only.

@@ -227,6 +227,44 @@ async fn a_success_of_an_attempt_older_than_the_failure_clears_nothing() {
 }
 
 #[actix_rt::test]
+async fn a_peers_success_ends_a_cooldown_unless_a_later_failure_was_seen_here() {
+    let node = start(&ResilienceSettings::default());
+    let addr = conn_addr(&node.conn);
+    let remote = |change, at| ApplyRemote { change, at };
+    // A peer's 30 s cooldown, merged here at 1 000.
+    addr.send(remote(
+        RemoteConn::Cooldown {
+            remaining_ms: 30_000,
+            level: 1,
+            terminal: None,
+        },
+        1_000,
+    ))
+    .await
+    .unwrap();
+    eventually("cooldown merged", || epoch(&node.conn) == 1).await;
+    // A success elsewhere of an attempt dispatched at 900: this node saw the failure after
+    // that, so the announcement is stale here and the cooldown stays.
+    addr.send(remote(RemoteConn::Eased { started: 900 }, 1_100))
+        .await
+        .unwrap();
+    let snap = node.conn.snapshot.load_full();
+    assert_eq!(snap.cooldown_remaining(1_100), 29_900);
+    assert_eq!(epoch(&node.conn), 1, "a stale announcement changes nothing");
+    // Dispatched at 1 050, after the failure: the cooldown ends here too.
+    addr.send(remote(RemoteConn::Eased { started: 1_050 }, 1_200))
+        .await
+        .unwrap();
+    eventually("success applied", || epoch(&node.conn) == 2).await;
+    let snap = node.conn.snapshot.load_full();
+    assert_eq!(snap.cooldown_remaining(1_200), 0);
+    assert_eq!(
+        snap.state.backoff_level, 0,
+        "the level fell by one, as on the origin"
+    );
+}
+
+#[actix_rt::test]
 async fn repeated_lockout_escalates_and_success_halves_it() {
     let node = start(&ResilienceSettings::default());
     let mut failure = rate_limited(1_000, 0);

@@ -171,7 +171,20 @@ async fn execute(
             conn,
             started_epoch_ms,
         } => {
-            store.cooldown_success(conn, *started_epoch_ms).await?;
+            let (record, eased) = store.cooldown_success(conn, *started_epoch_ms).await?;
+            if eased {
+                // Peers would otherwise keep the cooldown until their next resync.
+                publish(
+                    cluster,
+                    at,
+                    WireEvent::CooldownEased {
+                        connection: conn.to_string(),
+                        backoff_level: record.backoff_level,
+                        started_epoch_ms: *started_epoch_ms,
+                    },
+                )
+                .await;
+            }
         }
         LocalChange::Cleared { conn } => {
             store.cooldown_clear(conn).await?;

@@ -125,12 +125,13 @@ impl RedisStore {
 
     /// A success: clears the cooldown and lowers the level by one (no-op on terminal). A
     /// success of an attempt dispatched (`started_epoch_ms`, 0 = unknown) before the last
-    /// failure any node applied is stale and changes nothing.
+    /// failure any node applied is stale and changes nothing. The flag is `true` when this
+    /// success ended a running cooldown: the caller announces that to the other nodes.
     pub async fn cooldown_success(
         &self,
         conn: &str,
         started_epoch_ms: u64,
-    ) -> Result<ConnRecord, StoreError> {
+    ) -> Result<(ConnRecord, bool), StoreError> {
         const CMD: &str = "cooldown_success";
         let key = self.keys().connection(conn);
         let reply: Value = self
@@ -142,14 +143,15 @@ impl RedisStore {
                     .await
             })
             .await?;
-        let v = array_of(CMD, reply, 4)?;
-        Ok(ConnRecord {
+        let v = array_of(CMD, reply, 5)?;
+        let record = ConnRecord {
             conn: conn.to_owned(),
             remaining_ms: uint_or_zero(CMD, &v[0])?,
             backoff_level: u32_or_zero(CMD, &v[1])?,
             reason: opt_enum(CMD, &v[2])?,
             terminal: opt_enum(CMD, &v[3])?,
-        })
+        };
+        Ok((record, uint_or_zero(CMD, &v[4])? == 1))
     }
 
     /// Operator clear of cooldown and level. `false` when the connection is terminal (a

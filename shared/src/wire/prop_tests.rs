@@ -63,6 +63,13 @@ fn arb_event() -> impl Strategy<Value = WireEvent> {
                 }
             ),
         id().prop_map(|connection| WireEvent::CooldownCleared { connection }),
+        (id(), any::<u32>(), any::<u64>()).prop_map(
+            |(connection, backoff_level, started_epoch_ms)| WireEvent::CooldownEased {
+                connection,
+                backoff_level,
+                started_epoch_ms,
+            }
+        ),
         (id(), arb_terminal())
             .prop_map(|(connection, status)| WireEvent::TerminalSet { connection, status }),
         id().prop_map(|connection| WireEvent::TerminalReinstated { connection }),

@@ -35,6 +35,11 @@ fn samples() -> Vec<WireEvent> {
         WireEvent::CooldownCleared {
             connection: s("c1"),
         },
+        WireEvent::CooldownEased {
+            connection: s("c1"),
+            backoff_level: 2,
+            started_epoch_ms: 1_796_010_295_000,
+        },
         WireEvent::TerminalReinstated {
             connection: s("c1"),
         },
@@ -100,7 +105,7 @@ fn every_variant_round_trips() {
     let mut kinds: Vec<&str> = samples.iter().map(WireEvent::kind).collect();
     kinds.sort_unstable();
     kinds.dedup();
-    assert_eq!(kinds.len(), 9, "all nine kinds present");
+    assert_eq!(kinds.len(), 10, "all ten kinds present");
     for event in samples {
         let e = env(event);
         let bytes = encode(&e).expect("encodes");

@@ -127,7 +127,7 @@ fn bans(events: &[Seen]) -> Vec<Ban> {
                 };
                 let clear = cleared_after(
                     connection,
-                    |e, c| matches!(e, WireEvent::CooldownCleared { connection } | WireEvent::TerminalReinstated { connection } if connection == c),
+                    |e, c| matches!(e, WireEvent::CooldownCleared { connection } | WireEvent::CooldownEased { connection, .. } | WireEvent::TerminalReinstated { connection } if connection == c),
                 );
                 out.push(Ban {
                     connection: connection.clone(),
@@ -305,6 +305,7 @@ pub fn cooldowns_never_shorter(events: &[Seen]) -> Vec<Violation> {
                 *e = (*e).max(until);
             }
             WireEvent::CooldownCleared { connection }
+            | WireEvent::CooldownEased { connection, .. }
             | WireEvent::TerminalReinstated { connection } => {
                 last.remove(connection);
             }
