@@ -183,7 +183,12 @@ pub fn init_tracing() -> Option<crate::logwriter::FlushGuard> {
     };
     let terminal = std::io::stdout().is_terminal();
     let (writer, guard) = match crate::logwriter::start(std::io::stdout()) {
-        Ok((w, g)) => (BoxMakeWriter::new(w), Some(g)),
+        Ok((w, g)) => {
+            if !terminal {
+                crate::access_log::install(w.clone());
+            }
+            (BoxMakeWriter::new(w), Some(g))
+        }
         Err(e) => {
             eprintln!("switchyard-node: no log thread ({e}); logging synchronously");
             (BoxMakeWriter::new(std::io::stdout), None)

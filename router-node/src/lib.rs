@@ -12,6 +12,7 @@
 // it would add an allocation to every error for no measurable gain.
 #![allow(clippy::result_large_err)]
 
+pub mod access_log;
 pub mod actors;
 pub mod admin;
 pub mod caps;

@@ -104,17 +104,24 @@ impl Drop for FlushGuard {
     }
 }
 
-impl Write for BatchWriter {
-    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+impl BatchWriter {
+    /// Appends whole lines to the buffer (waits while it is full).
+    pub fn append(&self, lines: &[u8]) {
         let mut p = self.0.lock();
         while p.buf.len() >= MAX_PENDING && !p.closed {
             p = self.0.room.wait(p).unwrap_or_else(PoisonError::into_inner);
         }
         let was_below = p.buf.len() < WAKE_AT;
-        p.buf.extend_from_slice(line);
+        p.buf.extend_from_slice(lines);
         if was_below && p.buf.len() >= WAKE_AT {
             self.0.wake.notify_one();
         }
+    }
+}
+
+impl Write for BatchWriter {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        self.append(line);
         Ok(line.len())
     }
 

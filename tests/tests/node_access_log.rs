@@ -102,6 +102,15 @@ async fn access_lines_carry_routing_durations_and_skips() {
     let lines = access_lines(&log);
     assert_eq!(lines.len(), 3, "{log}");
     let json = &lines[0];
+    // The shape of every other JSON log line: timestamp (UTC, microseconds), level, target.
+    let ts = json["timestamp"].as_str().unwrap();
+    assert_eq!(ts.len(), "2026-11-30T03:44:55.889666Z".len(), "{json}");
+    assert!(
+        ts.ends_with('Z') && ts.as_bytes()[10] == b'T' && ts.as_bytes()[19] == b'.',
+        "{json}"
+    );
+    assert_eq!(json["level"], "INFO");
+    assert_eq!(json["target"], "access");
     assert_eq!(json["api_key"], "team");
     assert_eq!(json["model"], "p/m");
     assert_eq!(json["route_target"], "p/m");
@@ -128,4 +137,37 @@ async fn access_lines_carry_routing_durations_and_skips() {
     for secret in [CLIENT_KEY, UPSTREAM_KEY] {
         assert!(!log.contains(secret), "a secret reached the log");
     }
+}
+
+/// The log filter governs the access log like any other target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_filter_can_turn_the_access_log_off() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let node = NodeProcess::start(
+        &config(&mock.base_url()),
+        &[
+            ("CLIENT_KEY", CLIENT_KEY),
+            ("UP_KEY", UPSTREAM_KEY),
+            ("RUST_LOG", "info,access=off"),
+        ],
+    )
+    .unwrap();
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/v1/chat/completions", node.client_url()))
+        .bearer_auth(CLIENT_KEY)
+        .header("content-type", "application/json")
+        .body(r#"{"model":"p/m","messages":[{"role":"user","content":"hi"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Lines are written out in batches; give a line that should not exist time to appear.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = node.log();
+    assert!(
+        log.contains("switchyard-node ready"),
+        "info lines still arrive: {log}"
+    );
+    assert!(access_lines(&log).is_empty(), "{log}");
 }

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use super::errors::{ClientFormat, GatewayError};
 use super::{ingress, scrub};
+use crate::access_log;
 use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
 use crate::reload::Rt;
@@ -370,26 +371,31 @@ fn committed_body(
                 );
             }
         }
-        tracing::info!(
-            target: "access",
-            request_id = %log.0,
-            api_key = key_id.as_deref().unwrap_or("-"),
-            model = %client_model,
-            route_target = %target,
-            connection = %conn.id,
-            attempts,
-            status = 200,
-            stream = true,
-            ttft_ms,
-            completed = end.completed,
-            client_disconnected = end.client_disconnected,
-            abort = end.abort.as_ref().map(|a| a.code()).unwrap_or("-"),
-            bytes = end.bytes,
-            input_tokens = end.usage.as_ref().and_then(|u| u.input).unwrap_or(0),
-            output_tokens = end.usage.as_ref().and_then(|u| u.output).unwrap_or(0),
-            duration_ms = u64::try_from(log.1.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "request"
-        );
+        if let Some(mut line) = access_log::Line::start("request") {
+            line.str("request_id", &log.0)
+                .str("api_key", key_id.as_deref().unwrap_or("-"))
+                .str("model", &client_model)
+                .str("route_target", &target)
+                .str("connection", &conn.id)
+                .u64("attempts", u64::from(attempts))
+                .u64("status", 200)
+                .bool("stream", true)
+                .u64("ttft_ms", ttft_ms)
+                .bool("completed", end.completed)
+                .bool("client_disconnected", end.client_disconnected)
+                .str("abort", end.abort.as_ref().map_or("-", |a| a.code()))
+                .u64("bytes", end.bytes)
+                .u64(
+                    "input_tokens",
+                    end.usage.as_ref().and_then(|u| u.input).unwrap_or(0),
+                )
+                .u64(
+                    "output_tokens",
+                    end.usage.as_ref().and_then(|u| u.output).unwrap_or(0),
+                )
+                .u64("duration_ms", millis(log.1.elapsed()));
+            line.finish();
+        }
         rt.metrics.stream_end(provider.idx, &model, &end);
         timer.finish(200, Duration::ZERO);
     });
@@ -464,23 +470,32 @@ fn access_log_ok(
         RoutedBody::Json(ok) => ok.usage,
         RoutedBody::Stream(_) => None,
     };
-    tracing::info!(
-        target: "access",
-        request_id,
-        api_key = req.key_id().unwrap_or("-"),
-        model = %req.body.model,
-        route_target = %routed.target,
-        connection = %routed.conn.id,
-        attempts = routed.attempts,
-        status = 200,
-        stream = false,
-        duration_ms = millis(total),
-        upstream_ms = millis(upstream),
-        overhead_us = u64::try_from(total.saturating_sub(upstream).as_micros()).unwrap_or(u64::MAX),
-        input_tokens = usage.as_ref().and_then(|u| u.input).unwrap_or(0),
-        output_tokens = usage.as_ref().and_then(|u| u.output).unwrap_or(0),
-        "request"
-    );
+    let Some(mut line) = access_log::Line::start("request") else {
+        return;
+    };
+    line.str("request_id", request_id)
+        .str("api_key", req.key_id().unwrap_or("-"))
+        .str("model", &req.body.model)
+        .str("route_target", &routed.target)
+        .str("connection", &routed.conn.id)
+        .u64("attempts", u64::from(routed.attempts))
+        .u64("status", 200)
+        .bool("stream", false)
+        .u64("duration_ms", millis(total))
+        .u64("upstream_ms", millis(upstream))
+        .u64(
+            "overhead_us",
+            u64::try_from(total.saturating_sub(upstream).as_micros()).unwrap_or(u64::MAX),
+        )
+        .u64(
+            "input_tokens",
+            usage.as_ref().and_then(|u| u.input).unwrap_or(0),
+        )
+        .u64(
+            "output_tokens",
+            usage.as_ref().and_then(|u| u.output).unwrap_or(0),
+        );
+    line.finish();
 }
 
 fn millis(d: Duration) -> u64 {
@@ -494,6 +509,9 @@ fn access_log_error(
     e: &GatewayError,
     started: Instant,
 ) {
+    let Some(mut line) = access_log::Line::start("request") else {
+        return;
+    };
     // Every target's skip reason, as in the combo diagnostics header (`target:reason,…`).
     let skips = e
         .headers
@@ -501,17 +519,14 @@ fn access_log_error(
         .find(|(k, _)| k.as_str() == "x-switchyard-combo-excluded")
         .and_then(|(_, v)| v.to_str().ok())
         .unwrap_or("-");
-    tracing::info!(
-        target: "access",
-        request_id,
-        api_key = key.unwrap_or("-"),
-        model,
-        status = e.status.as_u16(),
-        code = %e.code,
-        skips,
-        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "request"
-    );
+    line.str("request_id", request_id)
+        .str("api_key", key.unwrap_or("-"))
+        .str("model", model)
+        .u64("status", u64::from(e.status.as_u16()))
+        .str("code", &e.code)
+        .str("skips", skips)
+        .u64("duration_ms", millis(started.elapsed()));
+    line.finish();
 }
 
 /// Counts a request in flight for exactly as long as its handler runs.

@@ -62,18 +62,16 @@ pub async fn session_leases(rt: Rt, req: HttpRequest, body: web::Bytes) -> HttpR
         Err(e) => (e.status.as_u16(), e.code.clone()),
     };
     rt.metrics.lease_op(action, metric_result(&code));
-    tracing::info!(
-        target: "access",
-        route = "session-leases",
-        action,
-        api_key = presented_key(req.headers())
-            .and_then(|k| rt.keys.find(k.as_bytes()).map(|k| k.id.clone()))
-            .as_deref()
-            .unwrap_or("-"),
-        status,
-        code = %code,
-        "lease"
-    );
+    if let Some(mut line) = crate::access_log::Line::start("lease") {
+        let key = presented_key(req.headers())
+            .and_then(|k| rt.keys.find(k.as_bytes()).map(|k| k.id.clone()));
+        line.str("route", "session-leases")
+            .str("action", action)
+            .str("api_key", key.as_deref().unwrap_or("-"))
+            .u64("status", u64::from(status))
+            .str("code", &code);
+        line.finish();
+    }
     match result {
         Ok(body) => HttpResponse::Ok().json(body),
         Err(e) => e.to_response(ClientFormat::OpenAiChat),

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Instructions per request of one switchyard-node build, counted by valgrind's callgrind.
+#
+#   tests/bench/callgrind.sh [--node-bin FILE] [--requests N] [--stream] [--out DIR]
+#
+# Instruction counts do not depend on what else the machine is doing, so two builds can be
+# compared on a shared machine where req/s and latency are noise (docs/performance.md). The
+# node runs the harness's base config (one provider, one connection, embedded mode) under
+# callgrind; 300 warm-up requests, then counters zeroed, N requests with `oha -c 4`, dump.
+# Prints instructions per request and the 30 heaviest functions (inclusive), and keeps the
+# callgrind profile under the output folder for callgrind_annotate or kcachegrind.
+set -euo pipefail
+export LC_ALL=C
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+NODE_BIN=$TARGET_DIR/release/switchyard-node
+MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
+HELPER=$ROOT/tests/bench/bench.py
+REQUESTS=2000
+STREAM=false
+OUT=""
+while (($#)); do
+	case "$1" in
+	--node-bin) NODE_BIN=$2; shift ;;
+	--requests) REQUESTS=$2; shift ;;
+	--stream) STREAM=true ;;
+	--out) OUT=$2; shift ;;
+	-h | --help) sed -n 2,11p "$0"; exit 0 ;;
+	*) sed -n 2,11p "$0" >&2; exit 2 ;;
+	esac
+	shift
+done
+OUT=${OUT:-$ROOT/results/callgrind-$(date -u +%Y%m%dT%H%M%SZ)}
+for tool in valgrind callgrind_control callgrind_annotate python3 curl; do
+	command -v "$tool" >/dev/null || { echo "callgrind.sh: $tool is required" >&2; exit 1; }
+done
+OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
+[[ -x $OHA ]] || { echo "callgrind.sh: oha is required (cargo install oha --locked)" >&2; exit 1; }
+[[ -x $NODE_BIN && -x $MOCK_BIN ]] || {
+	echo "callgrind.sh: build first: cargo build --release -p switchyard-node -p switchyard-tests" >&2
+	exit 1
+}
+mkdir -p "$OUT"
+
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	sleep 0.5
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$MOCK_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/mock.out" 2>"$OUT/mock.err" &
+PIDS+=("$!")
+MOCK_ADDR=""
+for ((i = 0; i < 200; i++)); do
+	MOCK_ADDR=$(head -n1 "$OUT/mock.out" 2>/dev/null || true)
+	[[ -n $MOCK_ADDR ]] && break
+	sleep 0.05
+done
+[[ -n $MOCK_ADDR ]] || { echo "callgrind.sh: the mock upstream did not start" >&2; exit 1; }
+
+read -r port admin < <(python3 "$HELPER" free-ports 2)
+python3 "$HELPER" config base "$OUT/node.toml" --upstream "$MOCK_ADDR" \
+	--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" >/dev/null
+env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret \
+	valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
+	"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>"$OUT/valgrind.log" &
+NODE_PID=$!
+PIDS+=("$NODE_PID")
+for ((i = 0; i < 600; i++)); do
+	curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$admin/readyz" 2>/dev/null && break
+	kill -0 "$NODE_PID" 2>/dev/null || { echo "callgrind.sh: the node exited" >&2; tail "$OUT/valgrind.log" >&2; exit 1; }
+	sleep 0.1
+done
+
+# The harness's request body (run.sh).
+BODY='{"model":"mock/bench-model","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":'$STREAM'}'
+load() { # requests
+	"$OHA" --no-tui --output-format json -o "$OUT/oha-$1.json" -c 4 -n "$1" -m POST \
+		-H 'content-type: application/json' -d "$BODY" "http://127.0.0.1:$port/v1/chat/completions"
+}
+load 300
+callgrind_control -z "$NODE_PID" >/dev/null
+load "$REQUESTS"
+callgrind_control -d "$NODE_PID" >/dev/null
+sleep 1
+
+python3 - "$OUT/oha-$REQUESTS.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+codes = doc.get("statusCodeDistribution", {})
+if set(codes) != {"200"}:
+    sys.exit(f"callgrind.sh: not every request succeeded: {codes}")
+EOF
+dump=$(ls -t "$OUT"/callgrind.out.* 2>/dev/null | head -n1)
+[[ -n $dump ]] || { echo "callgrind.sh: no dump was written" >&2; exit 1; }
+total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }')
+echo "build: $NODE_BIN"
+echo "requests: $REQUESTS (stream: $STREAM)"
+echo "instructions per request: $((total / REQUESTS))"
+callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | grep -v '^-' | sed -n '/file:function/,$p' | head -n 32 >"$OUT/top.txt"
+cat "$OUT/top.txt"
+echo "profile: $dump"
