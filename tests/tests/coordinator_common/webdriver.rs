@@ -170,10 +170,31 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The session's Chromium is chromedriver's child; ending chromedriver ends it.
+        // Killing chromedriver alone orphans the session's Chromium (it kept running, and
+        // using CPU, after the test): end the session first, which quits the browser. Drop
+        // cannot await, so this is one blocking HTTP/1.1 request with short timeouts.
+        if !self.session.is_empty() {
+            let _ = delete_session(&self.base, &self.session);
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
+}
+
+/// `DELETE /session/{id}`; returns once chromedriver answers (it quits the browser first).
+fn delete_session(base: &str, session: &str) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr)?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    write!(
+        conn,
+        "DELETE /session/{session} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = Vec::new();
+    conn.read_to_end(&mut reply)?;
+    Ok(())
 }
 
 /// Where test artifacts go: `target/browser-artifacts/`.
