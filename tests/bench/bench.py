@@ -476,6 +476,10 @@ def cmd_report(args):
     res["json_sat"] = row("JSON saturation, 64 conns", "switchyard", "gw-json-sat", "direct-json-sat")
     res["json_lat_direct"] = row("JSON probe, 1 conn @ 200 req/s", "mock direct", "direct-json-lat", "direct-json-lat")
     res["json_lat"] = row("JSON probe, 1 conn @ 200 req/s", "switchyard", "gw-json-lat", "direct-json-lat")
+    if run.oha("direct-json-lat-xcore"):
+        # Added = what one round trip between the two cores costs, with no gateway in between.
+        res["json_lat_xcore"] = row("JSON probe, load generator on the gateway's core",
+                                    "mock direct, cross-core", "direct-json-lat-xcore", "direct-json-lat")
     res["sse_sat_direct"] = row("SSE 20 chunks saturation, 64 conns", "mock direct", "direct-sse-sat", "direct-sse-sat")
     res["sse_sat"] = row("SSE 20 chunks saturation, 64 conns", "switchyard", "gw-sse-sat", "direct-sse-sat")
     res["sse_lat_direct"] = row("SSE probe (whole stream), 1 conn @ 200 req/s", "mock direct", "direct-sse-lat", "direct-sse-lat")
@@ -547,10 +551,13 @@ def cmd_report(args):
     w("The node's `switchyard_gateway_overhead_seconds`, scraped from the admin listener before "
       "and after the measured JSON probe (1 conn @ 200 req/s): mean = sum/count of the delta, "
       "p50/p90 interpolated within the delta's buckets (as Prometheus' histogram_quantile; "
-      "the buckets are 0.1, 0.25, 0.5, 1 ms, so p50 is coarse). *Harness added* is "
+      "the lowest buckets are 10, 25, 50 and 100 µs). *Harness added* is "
       "switchyard minus mock direct, by oha, for the same phase. The harness figure also "
-      "counts what no in-process timer sees: the extra loopback hop and the kernel's socket "
-      "work on both sides.")
+      "counts what no in-process timer sees: the extra loopback hop, the kernel's socket "
+      "work on both sides and waking the gateway's core. The rows below the line say where "
+      "that time is: the node's CPU per request from the kernel's scheduler statistics "
+      "(all threads), its kernel share from the user/system ticks, and what a round trip "
+      "between the two cores costs with no gateway at all.")
     w("")
     w("| figure | metric | harness added | metric / harness |")
     w("|---|---:|---:|---:|")
@@ -566,6 +573,17 @@ def cmd_report(args):
             ratio = f"{100 * m / h:.0f} %" if m is not None and h else "—"
             w(f"| {label} | {ms(m)} | {ms(h)} | {ratio} |")
         w(f"| requests counted | {ov['count']:,.0f} | {gw['ok']:,} | — |")
+        proc = jl[4] or {}
+        if proc.get("node_cpu_ns") and gw.get("ok"):
+            per = proc["node_cpu_ns"] / 1e6 / gw["ok"]
+            ticks = (proc.get("node_user_ticks") or 0) + (proc.get("node_system_ticks") or 0)
+            kernel = f"{100 * proc['node_system_ticks'] / ticks:.0f} % kernel" if ticks else "split unknown"
+            cross["node_cpu_ms_per_request"] = per
+            w(f"| node CPU per request ({kernel}) | — | {ms(per)} | — |")
+        xc = res.get("json_lat_xcore")
+        if xc:
+            cross["cross_core_round_trip_added_p50"] = xc[2]
+            w(f"| one cross-core round trip, no gateway (added p50) | — | {ms(xc[2])} | — |")
     else:
         w("| — | not scraped | — | — |")
     summary["overhead_metric"] = cross

@@ -146,6 +146,15 @@ proc_ticks() { # utime + stime of a process, all threads, in clock ticks
 	read -r -a f <<<"${stat##*) }"
 	echo $((f[11] + f[12]))
 }
+proc_ut_st() { # "utime stime" of a process, all threads, in clock ticks
+	local stat f
+	stat=$(<"/proc/$1/stat")
+	read -r -a f <<<"${stat##*) }"
+	echo "${f[11]} ${f[12]}"
+}
+proc_cpu_ns() { # nanoseconds on a CPU, all threads (scheduler statistics: exact, not ticks)
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
+}
 proc_kib() { # a Vm* line of /proc/PID/status, in KiB
 	awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"
 }
@@ -297,14 +306,14 @@ oha_run() { # out-file oha-args...
 	local out=$1 auth=()
 	shift
 	[[ -n $AUTH ]] && auth=(-H "$AUTH")
-	run_tracked taskset -c "$LOAD_CORE" "$OHA" --no-tui --output-format json -o "$out" --worker-threads 1 \
+	run_tracked taskset -c "${OHA_CORE:-$LOAD_CORE}" "$OHA" --no-tui --output-format json -o "$out" --worker-threads 1 \
 		-m POST -T application/json "${auth[@]}" -t 60s "$@"
 }
 # measure NAME WARMUP_S DURATION_S BODY URL OHA_ARGS...: warm-up, then the measured phase,
 # recording the CPU time and peak RSS of the node (if one is running) and of the mock.
 measure() {
 	local name=$1 warm=$2 dur=$3 body=$4 url=$5 t0 t1 n0 n1 m0 m1 g0 g1 l0 l1
-	local nhwm="null" nrss="null" ncpu="null" wall
+	local nhwm="null" nrss="null" ncpu="null" wall ut0=0 st0=0 ut1=0 st1=0 ns0=0 ns1=0
 	shift 5
 	log "phase $name"
 	if [[ $warm != 0 ]]; then
@@ -318,12 +327,20 @@ measure() {
 	reset_hwm "$MOCK_PID"
 	t0=$(now_us)
 	n0=$([[ -n $NODE_PID ]] && proc_ticks "$NODE_PID" || echo 0)
+	if [[ -n $NODE_PID ]]; then
+		read -r ut0 st0 < <(proc_ut_st "$NODE_PID")
+		ns0=$(proc_cpu_ns "$NODE_PID")
+	fi
 	m0=$(proc_ticks "$MOCK_PID")
 	g0=$(core_ticks "$GW_CORE")
 	l0=$(core_ticks "$LOAD_CORE")
 	oha_run "$RAW/$name.json" -z "${dur}s" -D "$RAW/$body" "$@" "$url"
 	t1=$(now_us)
 	n1=$([[ -n $NODE_PID ]] && proc_ticks "$NODE_PID" || echo 0)
+	if [[ -n $NODE_PID ]]; then
+		read -r ut1 st1 < <(proc_ut_st "$NODE_PID")
+		ns1=$(proc_cpu_ns "$NODE_PID")
+	fi
 	m1=$(proc_ticks "$MOCK_PID")
 	g1=$(core_ticks "$GW_CORE")
 	l1=$(core_ticks "$LOAD_CORE")
@@ -336,8 +353,8 @@ measure() {
 		nrss=$(proc_kib "$NODE_PID" VmRSS)
 		ncpu=$(awk -v t=$((n1 - n0)) -v hz="$CLK_TCK" -v w="$wall" 'BEGIN { printf "%.1f", 100 * t / hz / w }')
 	fi
-	printf '{"wall_s":%s,"node":"%s","cpu_pct":%s,"hwm_kib":%s,"rss_kib":%s,"mock_cpu_pct":%s,"mock_hwm_kib":%s,"peak_sockets":%s,"hwm_reset":"%s","gw_core_busy_pct":%s,"load_core_busy_pct":%s}\n' \
-		"$wall" "$([[ -n $NODE_PID ]] && echo "$NODE_NAME")" "$ncpu" "$nhwm" "$nrss" \
+	printf '{"wall_s":%s,"node":"%s","cpu_pct":%s,"node_cpu_ns":%s,"node_user_ticks":%s,"node_system_ticks":%s,"clk_tck":%s,"hwm_kib":%s,"rss_kib":%s,"mock_cpu_pct":%s,"mock_hwm_kib":%s,"peak_sockets":%s,"hwm_reset":"%s","gw_core_busy_pct":%s,"load_core_busy_pct":%s}\n' \
+		"$wall" "$([[ -n $NODE_PID ]] && echo "$NODE_NAME")" "$ncpu" "$((ns1 - ns0))" "$((ut1 - ut0))" "$((st1 - st0))" "$CLK_TCK" "$nhwm" "$nrss" \
 		"$(awk -v t=$((m1 - m0)) -v hz="$CLK_TCK" -v w="$wall" 'BEGIN { printf "%.1f", 100 * t / hz / w }')" \
 		"$(proc_kib "$MOCK_PID" VmHWM)" "${PEAK_SOCKETS:-null}" "$HWM_RESET" \
 		"$(busy_pct "$g0" "$g1")" "$(busy_pct "$l0" "$l1")" >"$RAW/$name.proc.json"
@@ -364,6 +381,12 @@ if want json; then
 	direct sat direct-json-sat direct-json.body "$DIRECT_URL"
 	sat gw-json-sat gw-json.body "$GW_URL"
 	direct lat direct-json-lat direct-json.body "$DIRECT_URL"
+	if ((GW_CORE != LOAD_CORE)); then
+		# The same direct probe with the load generator on the gateway's core: what one round
+		# trip between the two cores costs (waking the other, idle, CPU), which every request
+		# through the node pays and the direct probes above do not.
+		OHA_CORE=$GW_CORE direct lat direct-json-lat-xcore direct-json.body "$DIRECT_URL"
+	fi
 	# Scrape the node's gateway-overhead histogram around the measured probe.
 	METRICS_PHASE=1 lat gw-json-lat gw-json.body "$GW_URL"
 fi
