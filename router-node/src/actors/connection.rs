@@ -333,8 +333,10 @@ impl Handler<ObserveSuccess> for ConnectionActor {
     type Result = ();
 
     fn handle(&mut self, msg: ObserveSuccess, _: &mut Self::Context) {
-        let stale = cooldown::success_is_stale(&self.state, msg.started);
-        let mut changed = !stale && self.apply(&ConnEvent::Success, msg.at);
+        let success = ConnEvent::Success {
+            started: msg.started,
+        };
+        let mut changed = self.apply(&success, msg.at);
         if changed {
             self.emit(LocalChange::Success {
                 conn: self.handle.id.clone(),
@@ -508,10 +510,7 @@ impl Handler<ApplyRemote> for ConnectionActor {
                 let _ = self.operator_clear(at);
                 false
             }
-            RemoteConn::Eased { started } => {
-                !cooldown::success_is_stale(&self.state, started)
-                    && self.apply(&ConnEvent::Success, at)
-            }
+            RemoteConn::Eased { started } => self.apply(&ConnEvent::Success { started }, at),
             RemoteConn::Reinstated => {
                 let changed = self.apply(&ConnEvent::Reinstate, at);
                 if changed {

@@ -30,7 +30,7 @@ pub struct ObserveFailure {
 pub struct ObserveSuccess {
     pub model: Arc<str>,
     /// When the successful attempt was dispatched: a success of an attempt older than the
-    /// last failure clears nothing (`cooldown::success_is_stale`).
+    /// last failure clears nothing (`ConnEvent::Success`).
     pub started: Millis,
     /// The same dispatch time on the wall clock, for the cluster's staleness test.
     pub started_epoch_ms: u64,

@@ -211,7 +211,12 @@ pub struct RemoteCooldown {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnEvent {
     Failure(FailureObservation),
-    Success,
+    /// An attempt dispatched at `started` succeeded. It changes nothing when the connection's
+    /// last failure (seen here or merged from a peer) came after `started`: see
+    /// [`success_is_stale`].
+    Success {
+        started: Millis,
+    },
     /// An operator clears a cooldown and the error fields. Never clears a terminal state.
     OperatorClear,
     /// An operator reinstates the connection (or its credential changed): back to a fresh state,

@@ -86,7 +86,7 @@ fn observation() -> impl Strategy<Value = FailureObservation> {
 fn event() -> impl Strategy<Value = ConnEvent> {
     prop_oneof![
         10 => observation().prop_map(ConnEvent::Failure),
-        3 => Just(ConnEvent::Success),
+        3 => (0u64..30_000_000).prop_map(|started| ConnEvent::Success { started }),
         1 => Just(ConnEvent::OperatorClear),
         1 => Just(ConnEvent::Reinstate),
         2 => (
@@ -116,7 +116,7 @@ fn timeline(max_len: usize) -> impl Strategy<Value = Vec<(Millis, ConnEvent)>> {
 fn resets_deadline(event: &ConnEvent) -> bool {
     matches!(
         event,
-        ConnEvent::Success | ConnEvent::OperatorClear | ConnEvent::Reinstate
+        ConnEvent::Success { .. } | ConnEvent::OperatorClear | ConnEvent::Reinstate
     )
 }
 
@@ -174,7 +174,7 @@ proptest! {
                 prop_assert!(set_cooldown);
                 prop_assert_eq!(next.backoff_level, state.backoff_level + 1);
             }
-            if !needs_success_report(&state) && matches!(event, ConnEvent::Success) {
+            if !needs_success_report(&state) && matches!(event, ConnEvent::Success { .. }) {
                 // Skipping the report on the hot path loses nothing.
                 prop_assert_eq!(&next, &state);
             }

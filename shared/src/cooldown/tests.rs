@@ -329,7 +329,7 @@ fn immediate_terminal_signals() {
             for event in [
                 scaled(),
                 signal(TerminalSignal::CreditsExhausted),
-                ConnEvent::Success,
+                ConnEvent::Success { started: 2 * SEC },
                 ConnEvent::OperatorClear,
                 remote(Some(10 * SEC), 4, Some(TerminalStatus::Expired)),
             ] {
@@ -375,7 +375,9 @@ fn expired_only_after_consecutive_auth_failures() {
 
     // Reaching the limit needs *consecutive* failures: a success or another kind resets it.
     for breaker in [
-        ConnEvent::Success,
+        ConnEvent::Success {
+            started: Millis::MAX,
+        },
         scaled(),
         signal(TerminalSignal::RequestRejected),
     ] {
@@ -524,8 +526,13 @@ fn success_clears_errors_and_decays_level_by_one() {
     assert_eq!(state.backoff_level, 3);
     assert!(needs_success_report(&state));
 
-    // A success while still cooling (an in-flight request) clears the cooldown too.
-    let (next, effects) = on_event(&state, &ConnEvent::Success, &params, 16 * SEC);
+    // A success while still cooling (an attempt dispatched after the failure) clears it too.
+    let (next, effects) = on_event(
+        &state,
+        &ConnEvent::Success { started: 16 * SEC },
+        &params,
+        16 * SEC,
+    );
     assert_eq!(
         effects,
         [Effect::Cleared, Effect::LevelDecayed { level: 2 }]
@@ -539,15 +546,30 @@ fn success_clears_errors_and_decays_level_by_one() {
     );
     assert!(is_available(&next, 16 * SEC));
 
-    let (next, effects) = on_event(&next, &ConnEvent::Success, &params, 17 * SEC);
+    let (next, effects) = on_event(
+        &next,
+        &ConnEvent::Success { started: 17 * SEC },
+        &params,
+        17 * SEC,
+    );
     assert_eq!(effects, [Effect::LevelDecayed { level: 1 }]);
     assert!(needs_success_report(&next));
-    let (next, _) = on_event(&next, &ConnEvent::Success, &params, 18 * SEC);
+    let (next, _) = on_event(
+        &next,
+        &ConnEvent::Success { started: 18 * SEC },
+        &params,
+        18 * SEC,
+    );
     assert_eq!(next, ConnState::default());
     assert!(!needs_success_report(&next));
 
     // Steady state: a success is a no-op.
-    let (same, effects) = on_event(&next, &ConnEvent::Success, &params, 19 * SEC);
+    let (same, effects) = on_event(
+        &next,
+        &ConnEvent::Success { started: 19 * SEC },
+        &params,
+        19 * SEC,
+    );
     assert_eq!((same, effects), (ConnState::default(), vec![]));
 
     // An error with no cooldown still needs reporting so it gets cleared.
@@ -559,7 +581,7 @@ fn success_clears_errors_and_decays_level_by_one() {
     );
     assert!(needs_success_report(&errored));
     assert_eq!(
-        on_event(&errored, &ConnEvent::Success, &params, 1),
+        on_event(&errored, &ConnEvent::Success { started: 1 }, &params, 1),
         (ConnState::default(), vec![Effect::Cleared])
     );
 }
@@ -798,4 +820,14 @@ fn a_success_older_than_the_last_failure_is_stale_and_remote_failures_count() {
     let (merged, _) = on_event(&fresh, &remote, &params, 20 * SEC);
     assert!(success_is_stale(&merged, 19 * SEC));
     assert!(!success_is_stale(&merged, 21 * SEC));
+    // The transition applies it: a stale success leaves the cooldown, a fresh one clears it.
+    let stale = ConnEvent::Success { started: 19 * SEC };
+    assert_eq!(
+        on_event(&merged, &stale, &params, 21 * SEC),
+        (merged.clone(), vec![])
+    );
+    let fresh_success = ConnEvent::Success { started: 21 * SEC };
+    let (cleared, effects) = on_event(&merged, &fresh_success, &params, 22 * SEC);
+    assert!(effects.contains(&Effect::Cleared), "{effects:?}");
+    assert!(is_available(&cleared, 22 * SEC));
 }

@@ -22,7 +22,7 @@ use super::{
 ///   transient cooldown priced by the hint (see [`scaled_backoff`]).
 ///
 /// `Success` clears every error field, the cooldown and the streaks, and lowers the backoff
-/// level by one. The level is deliberately not reset when a cooldown lapses (RESILIENCE.md §2
+/// level by one, unless it is stale ([`success_is_stale`]). The level is deliberately not reset when a cooldown lapses (RESILIENCE.md §2
 /// Decision): the reference's reset kept it retrying every few seconds against an exhausted
 /// quota. Decaying one step per success means a connection that fails again soon after
 /// recovering resumes close to where it was, while a healthy one returns to level 0 after a few
@@ -35,7 +35,7 @@ pub fn on_event(
 ) -> (ConnState, Vec<Effect>) {
     match event {
         ConnEvent::Failure(observation) => on_failure(state, observation, params, now),
-        ConnEvent::Success => on_success(state),
+        ConnEvent::Success { started } => on_success(state, *started),
         ConnEvent::OperatorClear => on_operator_clear(state),
         ConnEvent::Reinstate => on_reinstate(state),
         ConnEvent::Remote(remote) => on_remote(state, remote, params, now),
@@ -207,9 +207,12 @@ pub fn success_is_stale(state: &ConnState, attempt_started: Millis) -> bool {
         .is_some_and(|failed| failed > attempt_started)
 }
 
-fn on_success(state: &ConnState) -> (ConnState, Vec<Effect>) {
+fn on_success(state: &ConnState, started: Millis) -> (ConnState, Vec<Effect>) {
     if is_terminal(state) {
         return (state.clone(), vec![Effect::SkippedTerminal]);
+    }
+    if success_is_stale(state, started) {
+        return (state.clone(), Vec::new());
     }
     let level = state.backoff_level.saturating_sub(1);
     let next = ConnState {
