@@ -36,6 +36,20 @@ impl Clock {
             .unwrap_or(0)
     }
 
+    /// The wall-clock milliseconds of a past policy time (for other nodes, whose monotonic
+    /// clocks have other origins).
+    pub fn epoch_of(&self, at: Millis) -> u64 {
+        self.epoch_ms()
+            .saturating_sub(self.now().saturating_sub(at))
+    }
+
+    /// The policy time of a past wall-clock instant (the inverse of [`Clock::epoch_of`];
+    /// off by the clock skew when the instant came from another node).
+    pub fn at_of_epoch(&self, epoch_ms: u64) -> Millis {
+        self.now()
+            .saturating_sub(self.epoch_ms().saturating_sub(epoch_ms))
+    }
+
     /// The monotonic instant of a policy time, for arming timers.
     pub fn instant_at(&self, at: Millis) -> Instant {
         self.start + std::time::Duration::from_millis(at)
@@ -51,6 +65,18 @@ impl Default for Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn epoch_conversions_round_trip_past_times() {
+        let c = Clock::new();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let at = c.now() - 20;
+        let epoch = c.epoch_of(at);
+        assert!(epoch.abs_diff(c.epoch_ms() - 20) <= 5, "{epoch}");
+        assert!(c.at_of_epoch(epoch).abs_diff(at) <= 5);
+        // Before the node started: the node's time zero, never an underflow.
+        assert_eq!(c.at_of_epoch(0), 0);
+    }
 
     #[test]
     fn monotonic_time_never_goes_backwards() {

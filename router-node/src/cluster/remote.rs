@@ -90,9 +90,7 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
             started_epoch_ms,
             ..
         } => {
-            // The attempt's dispatch on this node's clock (epochs differ only by clock skew).
-            let ago = rt.clock.epoch_ms().saturating_sub(*started_epoch_ms);
-            let started = rt.clock.now().saturating_sub(ago);
+            let started = rt.clock.at_of_epoch(*started_epoch_ms);
             to_connection(rt, connection, RemoteConn::Eased { started })
         }
         WireEvent::TerminalSet { connection, status } => to_connection(

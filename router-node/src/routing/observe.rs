@@ -252,11 +252,7 @@ pub fn on_success(
             ObserveSuccess {
                 model: model.clone(),
                 started,
-                // Same instant on the wall clock (the monotonic one has its own origin).
-                started_epoch_ms: rt
-                    .clock
-                    .epoch_ms()
-                    .saturating_sub(now.saturating_sub(started)),
+                started_epoch_ms: rt.clock.epoch_of(started),
                 at: now,
             },
         );
