@@ -12,7 +12,6 @@
 //! runs the node in-process), a line goes out as one tracing event instead.
 
 use std::cell::RefCell;
-use std::fmt::Display;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,7 +38,10 @@ impl Line {
         if !tracing::enabled!(target: "access", tracing::Level::INFO) {
             return None;
         }
-        let mut buf = Vec::with_capacity(512);
+        // The thread's buffer from its previous line: no allocation per request.
+        let mut buf = LINE_BUF.with_borrow_mut(std::mem::take);
+        buf.clear();
+        buf.reserve(512);
         buf.extend_from_slice(b"{\"timestamp\":\"");
         write_timestamp(&mut buf, SystemTime::now());
         buf.extend_from_slice(b"\",\"level\":\"INFO\",\"message\":");
@@ -51,14 +53,6 @@ impl Line {
     pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
         self.key(key);
         self.json_str(value);
-        self
-    }
-
-    /// A field written through its `Display`, as a JSON string.
-    pub fn display(&mut self, key: &str, value: impl Display) -> &mut Self {
-        self.key(key);
-        // serde_json escapes `collect_str` output as it streams; writing to a Vec cannot fail.
-        let _ = serde_json::Serializer::new(&mut self.buf).collect_str(&value);
         self
     }
 
@@ -85,6 +79,7 @@ impl Line {
                 tracing::info!(target: "access", "{}", text.trim_end());
             }
         }
+        LINE_BUF.with_borrow_mut(|kept| *kept = std::mem::take(&mut self.buf));
     }
 
     fn key(&mut self, key: &str) {
@@ -94,8 +89,14 @@ impl Line {
     }
 
     fn json_str(&mut self, s: &str) {
+        // Writing to a Vec cannot fail.
         let _ = serde_json::Serializer::new(&mut self.buf).serialize_str(s);
     }
+}
+
+thread_local! {
+    /// The last finished line's buffer, reused by the next line on this thread.
+    static LINE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 thread_local! {
@@ -186,12 +187,29 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_lines_buffer_is_reused_by_the_next_line() {
+        let subscriber = tracing_subscriber::registry();
+        tracing::subscriber::with_default(subscriber, || {
+            let mut line = Line::start("request").expect("access lines enabled");
+            line.str("request_id", "req_1").u64("status", 200);
+            let first = line.buf.as_ptr();
+            line.finish();
+            let next = Line::start("request").expect("access lines enabled");
+            assert_eq!(next.buf.as_ptr(), first, "the same allocation");
+            assert!(
+                next.buf.starts_with(b"{\"timestamp\":\""),
+                "cleared before reuse"
+            );
+        });
+    }
+
+    #[test]
     fn a_line_is_one_json_object_with_escaped_values() {
         let mut line = Line {
             buf: b"{\"message\":\"request\"".to_vec(),
         };
         line.str("model", "a\"b\\c\n\u{1}é")
-            .display("route_target", format_args!("p/{}", "m\"x"))
+            .str("route_target", "p/m\"x")
             .u64("attempts", 18_446_744_073_709_551_615)
             .bool("stream", false);
         line.buf.extend_from_slice(b"}");
