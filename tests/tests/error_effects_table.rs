@@ -497,7 +497,7 @@ fn row(entry: &Entry) -> String {
 
 fn generated_section(entries: &[Entry]) -> String {
     let mut out = String::from(
-        "| entry | upstream | class (connection) | connection cooldown | model lockout | breaker | terminal | combo moves on | client: OpenAI format | client: Anthropic format |\n\
+        "| entry | upstream | class (auth) | connection cooldown | model lockout | breaker | terminal | combo moves on | client: OpenAI format | client: Anthropic format |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for entry in entries {
