@@ -22,7 +22,7 @@ command -v redis-server >/dev/null || { echo "redis-server is required" >&2; exi
 command -v python3 >/dev/null || { echo "python3 is required (free ports)" >&2; exit 1; }
 
 echo "== building ($profile)"
-cargo build "${build_flags[@]}" -p switchyard-node -p switchyard-tests --bins
+cargo build "${build_flags[@]}" -p switchyard-node -p switchyard-mock --bins
 bin="target/$profile"
 
 free_port() {

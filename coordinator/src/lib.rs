@@ -18,6 +18,7 @@ pub mod actions;
 pub mod auth;
 pub mod config;
 pub mod dashboard;
+pub mod entry;
 pub mod error;
 pub mod feed;
 pub mod health;

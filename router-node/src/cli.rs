@@ -212,6 +212,7 @@ pub fn init_tracing() -> Option<crate::logwriter::FlushGuard> {
 }
 
 /// `demo`: a node on `port` routing to two in-process mock providers.
+#[cfg(feature = "demo")]
 pub fn demo(port: u16, admin_port: u16) -> ExitCode {
     let _log_guard = init_tracing();
     let mocks = match crate::demo::start_mocks() {
@@ -235,4 +236,15 @@ pub fn demo(port: u16, admin_port: u16) -> ExitCode {
     let code = serve(config, &crate::demo::env, Some(banner));
     drop(mocks);
     code
+}
+
+/// `demo` in a build without the `demo` feature (release images leave the mock out).
+#[cfg(not(feature = "demo"))]
+pub fn demo(_port: u16, _admin_port: u16) -> ExitCode {
+    eprintln!(
+        "switchyard-node demo: this binary was built without the `demo` feature, so it has no \
+         mock providers to route to (release images leave them out). Build one that has it: \
+         `cargo run --release -p switchyard-node -- demo` (the feature is on by default)."
+    );
+    ExitCode::from(2)
 }

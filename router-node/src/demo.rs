@@ -1,9 +1,10 @@
 //! `switchyard-node demo`: a node plus two in-process mock providers, to try failover in a
-//! minute with nothing else installed.
+//! minute with nothing else installed. Built only with the `demo` feature (on by default, off
+//! in release images), which brings in the `switchyard-mock` crate.
 
 use std::sync::mpsc;
 
-use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
+use switchyard_mock::{FaultSpec, MockConfig, MockUpstream};
 
 /// The two mock providers' base URLs; they run on their own thread until the process exits.
 pub struct DemoMocks {

@@ -19,7 +19,9 @@ pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+#[cfg(feature = "demo")]
 pub mod demo;
+pub mod entry;
 pub mod http;
 pub mod leases;
 pub mod lifecycle;

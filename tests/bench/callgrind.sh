@@ -38,7 +38,7 @@ done
 OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
 [[ -x $OHA ]] || { echo "callgrind.sh: oha is required (cargo install oha --locked)" >&2; exit 1; }
 [[ -x $NODE_BIN && -x $MOCK_BIN ]] || {
-	echo "callgrind.sh: build first: cargo build --release -p switchyard-node -p switchyard-tests" >&2
+	echo "callgrind.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
 	exit 1
 }
 mkdir -p "$OUT"

@@ -175,7 +175,7 @@ fd_count() { local fds=("/proc/$1/fd/"*); echo "${#fds[@]}"; }
 # --- the build and the load generator ------------------------------------------------------
 if ((BUILD)); then
 	log "building release binaries"
-	(cd "$ROOT" && cargo build --release -p switchyard-node -p switchyard-tests)
+	(cd "$ROOT" && cargo build --release -p switchyard-node -p switchyard-mock)
 fi
 [[ -x $NODE_BIN && -x $MOCK_BIN ]] || die "missing $NODE_BIN or $MOCK_BIN (run without --no-build)"
 OHA=$(command -v oha || true)

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/../.."
 duration="${1:-10m}"
 out="${2:-target/chaos-soak.md}"
 command -v redis-server >/dev/null || { echo "redis-server is needed (apt-get install -y redis-server)" >&2; exit 2; }
-cargo build -q -p switchyard-node -p switchyard-coordinator -p switchyard-tests --bin switchyard-chaos
+# Every bin of the tests package: the chaos driver and the node and coordinator it starts.
+cargo build -q -p switchyard-tests --bins
 mkdir -p "$(dirname "$out")"
 exec target/debug/switchyard-chaos --duration "$duration" --out "$out"

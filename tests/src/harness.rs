@@ -30,8 +30,53 @@ pub fn free_ports<const N: usize>() -> std::io::Result<[u16; N]> {
     Ok(ports)
 }
 
-/// Path of a binary built from this workspace (next to the test executable's `deps/` folder).
+/// The programs this package builds again under its own names (see the crate docs): the
+/// shipped name, and the name of this package's binary that runs the same entry point.
+const BUILT_FOR_TESTS: [(&str, &str); 3] = [
+    ("switchyard-node", "switchyard-test-node"),
+    ("switchyard-coordinator", "switchyard-test-coordinator"),
+    ("switchyard-mock-upstream", "switchyard-test-mock-upstream"),
+];
+
+/// Environment variable naming a directory that holds the shipped binaries, for runs outside
+/// `cargo test` that should use a particular build (for example `switchyard-chaos` against a
+/// release build: `SWITCHYARD_BIN_DIR=target/release`).
+pub const BIN_DIR_ENV: &str = "SWITCHYARD_BIN_DIR";
+
+/// Path of a Switchyard program for a black-box test, by its shipped name
+/// (`switchyard-node`, `switchyard-coordinator`, `switchyard-mock-upstream`).
+///
+/// In this order:
+/// 1. the binary Cargo built for this test run: `CARGO_BIN_EXE_switchyard-test-…`, which
+///    `cargo test` and `cargo nextest` set for this package's integration tests (test code
+///    can also name it at compile time with `env!`);
+/// 2. the shipped binary in [`BIN_DIR_ENV`], when set;
+/// 3. this package's binary next to the running executable (`switchyard-chaos` and the
+///    benchmarks are built by this package, so it is from the same build), and for any other
+///    name the file of that name there.
 pub fn workspace_bin(name: &str) -> PathBuf {
+    let built = BUILT_FOR_TESTS
+        .iter()
+        .find(|(shipped, _)| *shipped == name)
+        .map(|(_, built)| *built);
+    if let Some(built) = built {
+        for var in [
+            format!("CARGO_BIN_EXE_{built}"),
+            format!("NEXTEST_BIN_EXE_{built}"),
+        ] {
+            if let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+                return PathBuf::from(path);
+            }
+        }
+        if let Some(dir) = std::env::var_os(BIN_DIR_ENV).filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir).join(name);
+        }
+    }
+    beside_current_exe(built.unwrap_or(name))
+}
+
+/// `name` in the directory of the running executable (one level up from a test's `deps/`).
+fn beside_current_exe(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
     if dir.ends_with("deps") {

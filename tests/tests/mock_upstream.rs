@@ -969,7 +969,7 @@ async fn binary_prints_address_and_loads_fault_file() {
         r#"[{"match":{"route":"chat_completions"},"times":1,"status":503,"headers":{"Retry-After":"1"}}]"#,
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard-mock-upstream"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard-test-mock-upstream"))
         .args(["--listen", "127.0.0.1:0", "--chunks", "3", "--fault-file"])
         .arg(&fault_file)
         .stdout(Stdio::piped())

@@ -6,8 +6,9 @@
 //! switchyard-chaos --out report.md       # also write the Markdown report
 //! ```
 //!
-//! The node and coordinator binaries are taken from the workspace's target directory (build
-//! them first: `cargo build -p switchyard-node -p switchyard-coordinator`). Exits 0 when
+//! The node and coordinator are this package's `switchyard-test-node` and
+//! `switchyard-test-coordinator`, built with it (`cargo build -p switchyard-tests`); set
+//! `SWITCHYARD_BIN_DIR` to run another build's binaries instead. Exits 0 when
 //! every invariant held, 1 when one broke, 2 when the scenario could not be set up.
 
 use std::io::Write as _;

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ErrorInfo, Frame, Kind, Reply, sse_event};
-use crate::mock_upstream::ids;
+use crate::ids;
 
 /// The in-band `event: error` of a Responses stream.
 pub(crate) fn error_frame(err: &ErrorInfo, sequence_number: usize) -> Bytes {

@@ -1,8 +1,10 @@
-//! `switchyard-mock-upstream`: the mock LLM provider as a process, for black-box tests of the
-//! real gateway binaries, demos and the benchmark's "mock direct" baseline.
+//! The `switchyard-mock-upstream` command: the mock LLM provider as a process, for black-box
+//! tests of the real gateway binaries, demos and the benchmark's "mock direct" baseline.
 //!
 //! It prints the bound address as the first line on stdout, then serves until SIGINT or
-//! SIGTERM. See the `switchyard_tests` crate docs for the control API.
+//! SIGTERM. See the crate docs for the control API. The command lives in the library (not
+//! only in `src/bin/`) so that the test crate can build the same program under its own name
+//! and find it through Cargo's `CARGO_BIN_EXE_*` variables.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -10,8 +12,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::{MockConfig, MockUpstream, parse_script};
 use clap::Parser;
-use switchyard_tests::mock_upstream::{MockConfig, MockUpstream, parse_script};
 
 /// Mock OpenAI / Anthropic upstream with scripted faults.
 #[derive(Debug, Parser)]
@@ -49,7 +51,8 @@ struct Args {
     max_stall_secs: u64,
 }
 
-fn main() -> ExitCode {
+/// Parses the command line, serves until a signal, and returns the exit code.
+pub fn main() -> ExitCode {
     let args = Args::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.workers.max(1))

@@ -1,13 +1,18 @@
-//! A mock LLM provider for tests and benchmarks.
+//! `switchyard-mock`: a mock LLM provider for tests, demos and benchmarks.
 //!
 //! There is no internet in CI, yet Switchyard must be tested against upstreams that speak the
 //! real OpenAI and Anthropic wire formats (the real SDKs parse its output through the
 //! gateway) and that fail in every way the resilience mechanisms handle: error statuses with
 //! `Retry-After`, slow headers, slow or stalled streams, in-band errors, TCP resets, empty
-//! streams and errors disguised as 200s. This module is that upstream. It is also the
+//! streams and errors disguised as 200s. This crate is that upstream. It is also the
 //! "mock direct" baseline of the benchmark harness, so the normal path is kept cheap: one
 //! uncontended lock for the counters, no per-request task, adjacent SSE frames written
 //! together when no delay separates them.
+//!
+//! It is a crate of its own, apart from the process harness and the scenario tests, so that
+//! `switchyard-node demo` can embed it behind the node's optional `demo` feature without
+//! pulling test code into the node, and so that the mock's container image builds from this
+//! folder alone.
 //!
 //! Routes: `POST /v1/chat/completions`, `POST /v1/messages`, `POST /v1/responses` (JSON, or
 //! SSE with `"stream": true`) and `GET /v1/models`. Faults are [`FaultSpec`]s queued through
@@ -15,9 +20,35 @@
 //! one request in the `x-mock-fault` header. Counters are read with [`MockHandle::stats`] or
 //! `GET /__mock/stats`.
 //!
+//! # As a process
+//!
+//! The binary `switchyard-mock-upstream` ([`cli`]) serves the same mock:
+//!
+//! ```text
+//! cargo run --release -p switchyard-mock --bin switchyard-mock-upstream -- \
+//!     --listen 127.0.0.1:0 [--workers 1] [--chunks 20] [--chunk-delay-ms 0] \
+//!     [--first-chunk-delay-ms 0] [--fault-file faults.json] \
+//!     [--require-key] [--valid-key KEY]... [--models a,b,c]
+//! ```
+//!
+//! The first line on stdout is the bound address (`127.0.0.1:PORT`); tests read it to learn
+//! the port. The process then serves until SIGINT or SIGTERM. Script it over HTTP:
+//!
+//! ```text
+//! curl -s -XPOST http://ADDR/__mock/script \
+//!      -d '{"match":{"route":"chat_completions"},"times":1,"status":429,"headers":{"Retry-After":"2"}}'
+//! curl -s http://ADDR/__mock/stats
+//! curl -s -XPOST http://ADDR/__mock/reset
+//! ```
+//!
+//! `--fault-file` takes the same JSON as `POST /__mock/script` (one fault object or an array)
+//! and queues it before the address is printed.
+//!
+//! # In a test
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream, Route};
+//! use switchyard_mock::{FaultSpec, MockConfig, MockUpstream, Route};
 //! let mock = MockUpstream::start(MockConfig::default()).await?;
 //! mock.script(
 //!     FaultSpec::status(429)
@@ -33,6 +64,7 @@
 //! ```
 
 mod body;
+pub mod cli;
 mod config;
 mod control;
 mod fault;

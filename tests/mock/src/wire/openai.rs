@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{ErrorInfo, Frame, Reply, sse_data};
-use crate::mock_upstream::ids;
+use crate::ids;
 
 /// OpenAI's error `type`, `code` and message for an HTTP status.
 pub(crate) fn error_for_status(status: u16) -> ErrorInfo {

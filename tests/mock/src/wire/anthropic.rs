@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{ErrorInfo, Frame, Reply, sse_event};
-use crate::mock_upstream::ids;
+use crate::ids;
 
 /// Anthropic's error `type` and message for an HTTP status.
 pub(crate) fn error_for_status(status: u16) -> ErrorInfo {
