@@ -445,3 +445,17 @@ async fn anthropic_stream_is_valid_sse_with_matching_event_names() {
         "one upstream call"
     );
 }
+
+/// The strict SSE parser of the support module, which every stream check here relies on.
+#[test]
+fn sse_parser_is_strict() {
+    let ok = parse_sse("data: {}\n\n: keep-alive\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n")
+        .unwrap();
+    assert_eq!(ok.len(), 3);
+    assert!(ok[1].is_keepalive());
+    assert!(ok[2].is_keepalive());
+    assert!(parse_sse("data: {}\n").is_err());
+    assert!(parse_sse("bogus: 1\n\n").is_err());
+    let multi = parse_sse("data: a\r\ndata: b\r\n\r\n").unwrap();
+    assert_eq!(multi[0].data.as_deref(), Some("a\nb"));
+}
