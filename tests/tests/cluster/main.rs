@@ -1,0 +1,14 @@
+//! Black-box scenarios of several `switchyard-node` processes sharing a real `redis-server`:
+//! state sync, breakers, concurrency caps, session leases, Redis outages and throughput.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod breaker;
+mod caps;
+mod leases;
+mod outage;
+mod sync;
+mod throughput;

@@ -1,0 +1,27 @@
+//! Black-box scenarios of one `switchyard-node` process in front of in-process mock upstreams,
+//! over real loopback sockets: routing, resilience, streams, errors, the admin API, reloads,
+//! the process lifecycle and client SDK compatibility. One binary (one link of the whole stack)
+//! with a module per area.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod access_log;
+mod admin;
+mod bad_input;
+mod check;
+mod combo_timeouts;
+mod combos;
+mod errors;
+mod leases;
+mod lifecycle;
+mod memory;
+mod metrics;
+mod provider_cooldown;
+mod reload;
+mod resilience;
+mod sdk_compat;
+mod streams;
+mod upstream_misbehaviour;

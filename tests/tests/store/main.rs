@@ -1,0 +1,11 @@
+//! The Redis store of `switchyard-shared` against a real `redis-server`: state, events and
+//! leases.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod events;
+mod leases;
+mod state;
