@@ -269,10 +269,7 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     .unwrap();
     assert_eq!(chat(&http, a).await, 200);
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            cooling(b.admin).await == 1
-        })
-        .await,
+        eventually(STATE_DEADLINE, || async { cooling(b.admin).await == 1 }).await,
         "the connected peer did not learn the cooldown"
     );
     assert_eq!(

@@ -155,10 +155,7 @@ async fn a_429_on_one_node_makes_every_node_skip_the_key() {
     assert_eq!(mock.stats().requests_for_key("sk-0"), 1);
     for node in [b, c] {
         assert!(
-            eventually(Duration::from_secs(5), || async {
-                cooling(node).await == 1
-            })
-            .await,
+            eventually(STATE_DEADLINE, || async { cooling(node).await == 1 }).await,
             "the cooldown did not reach {}; log:\n{}",
             node.client_url(),
             node.log()
@@ -211,10 +208,7 @@ async fn a_success_that_ends_a_shared_cooldown_is_announced_to_every_node() {
     assert_eq!(status, 200, "{reply}");
     for node in [b, c] {
         assert!(
-            eventually(Duration::from_secs(5), || async {
-                cooling(node).await == 1
-            })
-            .await,
+            eventually(STATE_DEADLINE, || async { cooling(node).await == 1 }).await,
             "the cooldown did not reach {}",
             node.client_url()
         );
@@ -241,7 +235,7 @@ async fn a_success_that_ends_a_shared_cooldown_is_announced_to_every_node() {
         "node a never went back to k0"
     );
     assert!(
-        eventually(Duration::from_secs(5), || async {
+        eventually(STATE_DEADLINE, || async {
             store.read_connections(&["k0"]).await.unwrap()[0].remaining_ms == 0
         })
         .await,
@@ -249,7 +243,7 @@ async fn a_success_that_ends_a_shared_cooldown_is_announced_to_every_node() {
     );
     for node in [b, c] {
         assert!(
-            eventually(Duration::from_secs(5), || async {
+            eventually(STATE_DEADLINE, || async {
                 node.log()
                     .lines()
                     .any(|l| l.contains("cluster event applied") && l.contains("cooldown_eased"))
@@ -326,7 +320,7 @@ async fn cooldown_propagation_delay_over_200_events() {
         );
         delays.extend(mine);
         assert!(
-            eventually(Duration::from_secs(5), || async {
+            eventually(STATE_DEADLINE, || async {
                 cooling(node).await == EVENTS as u64
             })
             .await,
@@ -452,7 +446,7 @@ async fn a_settings_patch_on_one_node_reaches_every_node_within_a_second() {
     for node in &cluster.nodes[1..] {
         let url = format!("{}/api/resilience", node.admin_url());
         assert!(
-            eventually(Duration::from_secs(5), || async {
+            eventually(STATE_DEADLINE, || async {
                 let body: Value = http
                     .get(&url)
                     .header("authorization", &auth)

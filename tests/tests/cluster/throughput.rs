@@ -2,7 +2,7 @@
 //!
 //! The ordinary request path never calls Redis, so the two should be close. Ignored by
 //! default (a timing measurement on a shared machine); run it with
-//! `cargo nextest run -p switchyard-tests --test cluster_throughput --run-ignored all --no-capture`.
+//! `cargo nextest run -p switchyard-tests --test cluster --run-ignored all --no-capture throughput::`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

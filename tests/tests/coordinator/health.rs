@@ -153,7 +153,8 @@ async fn health_covers_50_nodes_and_10000_connections_within_100_ms() {
         assert!(!node[field].is_null(), "node field {field}: {node}");
     }
 
-    // The budget: best of several warm requests under 100 ms, every one under a generous bound.
+    // The budget is the feature (docs/coordinator.md): best of several warm requests under
+    // 100 ms, every one under a generous bound.
     let mut times = Vec::new();
     for _ in 0..10 {
         // Spaced samples (pacing of the measurement, not a wait for state).
@@ -182,7 +183,7 @@ async fn health_covers_50_nodes_and_10000_connections_within_100_ms() {
     assert!(
         times[times.len() / 2] < Duration::from_millis(250),
         "median {:?}",
-        times[3]
+        times[times.len() / 2]
     );
     assert!(times.iter().all(|t| *t < Duration::from_secs(2)));
 }

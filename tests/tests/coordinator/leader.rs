@@ -120,7 +120,7 @@ async fn a_paused_leader_resumes_without_writing() {
     let gen_a = leader_generation(&a).await.unwrap();
     let b = Coordinator::start(&cfg, &env("coord-b"));
     // a writes janitor passes under its generation.
-    eventually(Duration::from_secs(5), || async {
+    eventually(STATE_DEADLINE, || async {
         (by(&janitor_log(&s).await, "coord-a") > 0).then_some(())
     })
     .await
@@ -206,7 +206,7 @@ async fn the_janitor_prunes_dead_nodes_and_frees_their_permits() {
     );
     crate::support::coordinator::heartbeat(&s, "alive", "0.1.0", 0, 120_000).await;
     let co = Coordinator::start(&cfg, &env("coord-j"));
-    let doc = eventually(Duration::from_secs(5), || async {
+    let doc = eventually(STATE_DEADLINE, || async {
         let doc = co.health().await;
         doc["nodes"]
             .as_array()

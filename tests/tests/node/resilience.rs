@@ -186,7 +186,6 @@ async fn breaker_probe_that_never_answers_expires() {
         let node = node.clone();
         tokio::spawn(async move { node.chat("p/mock-model").await })
     };
-    let probe_sent = Instant::now();
     let reached = eventually(STATE_DEADLINE, || {
         std::future::ready(hits(&mock, "sk-a") == 13)
     })
@@ -198,9 +197,11 @@ async fn breaker_probe_that_never_answers_expires() {
     r.assert_error(503, "provider_circuit_open");
     assert_eq!(hits(&mock, "sk-a"), 13);
 
-    // The lease lapses one reset timeout after admission; then another request probes. The
-    // lapse of the lease is what this test is about: the wait is part of the scenario.
-    tokio::time::sleep(Duration::from_millis(1300).saturating_sub(probe_sent.elapsed())).await;
+    // The lease lapses one reset timeout after admission; then another request probes.
+    node.wait_breaker("p", "the probe's lease to lapse", |b| {
+        b["probesInFlight"] == 0
+    })
+    .await;
     let r = node.chat("p/mock-model").await;
     r.assert_ok("a", 1);
     assert_eq!(

@@ -40,6 +40,25 @@ fn granted(result: Result<LeaseAcquire, StoreError>) -> u64 {
     }
 }
 
+/// Acquires `keys` for `token` as soon as the current holder's lease has lapsed;
+/// an acquire refused as `Held` changes nothing, so it is simply tried again.
+async fn acquired_once_lapsed(
+    s: &RedisStore,
+    keys: &LeaseKeys,
+    token: &str,
+    key: &str,
+    ttl_ms: u64,
+) -> u64 {
+    let result = eventually(STATE_DEADLINE, || async {
+        match s.lease_acquire(keys, token, key, ttl_ms).await {
+            Ok(LeaseAcquire::Held { .. }) => None,
+            other => Some(other),
+        }
+    })
+    .await;
+    granted(result.unwrap_or_else(|| panic!("the lease never lapsed")))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_fence_release() {
     let redis = RedisServer::start().expect("redis");
@@ -128,8 +147,8 @@ async fn a_stale_owner_after_the_ttl_is_locked_out_and_its_generation_is_lower()
     let keys = node_a.connection_lease_keys("c1");
 
     let old = granted(node_a.lease_acquire(&keys, TOKEN_A, "k", 200).await);
-    tokio::time::sleep(Duration::from_millis(400)).await; // A "pauses" past its TTL
-    let new = granted(node_b.lease_acquire(&keys, TOKEN_B, "k", 10_000).await);
+    // A "pauses" past its TTL: B's acquire succeeds once the lease has lapsed.
+    let new = acquired_once_lapsed(&node_b, &keys, TOKEN_B, "k", 10_000).await;
     assert!(new > old, "generation {new} must be above {old}");
 
     assert_eq!(
@@ -182,9 +201,8 @@ async fn fenced_del_refuses_a_deposed_leader() {
     set(&s, &victim, "x").await;
 
     let old = granted(s.lease_acquire(&leader, TOKEN_A, "", 150).await);
-    // The old leader "pauses" past its TTL: the expiry is the scenario.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let new = granted(s.lease_acquire(&leader, TOKEN_B, "", 60_000).await);
+    // The old leader "pauses" past its TTL: the new one's acquire succeeds once it lapsed.
+    let new = acquired_once_lapsed(&s, &leader, TOKEN_B, "", 60_000).await;
     assert_eq!(
         s.fenced_del(&leader, old, std::slice::from_ref(&victim))
             .await,

@@ -152,13 +152,14 @@ async fn wait_cooldown_over(s: &RedisStore, connection: &str) {
     assert!(over, "{connection}'s cooldown window does not end");
 }
 
-/// Waits until the provider's open period in Redis has run out, so a probe may be granted.
-async fn wait_open_period_over(s: &RedisStore, provider: &str) {
+/// Waits until the provider's `retry_after_ms` in Redis has run out: when OPEN, the open
+/// period (a probe may be granted now); when HALF_OPEN, the probe's lease.
+async fn wait_retry_after_over(s: &RedisStore, provider: &str) {
     let over = eventually(STATE_DEADLINE, || async {
         s.read_breakers(&[provider]).await.unwrap()[0].retry_after_ms == 0
     })
     .await;
-    assert!(over, "{provider}'s open period does not end");
+    assert!(over, "{provider}'s retry-after does not run out");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -390,7 +391,7 @@ async fn exactly_one_probe_is_granted_cluster_wide() {
         let provider = format!("p{trial}");
         let c = stores[0].breaker_failure(&provider, &p).await.unwrap();
         assert_eq!(c.after.phase, BreakerPhase::Open);
-        wait_open_period_over(&stores[0], &provider).await;
+        wait_retry_after_over(&stores[0], &provider).await;
         let mut tasks = Vec::new();
         for i in 0..6 {
             let s = Arc::clone(&stores[i % 3]);
@@ -422,15 +423,14 @@ async fn stale_probe_results_are_ignored() {
     let s = store(&server);
     let p = params(1, 1);
     s.breaker_failure("b", &p).await.unwrap();
-    wait_open_period_over(&s, "b").await;
+    wait_retry_after_over(&s, "b").await;
     let ProbeGrant::Granted { generation: g1, .. } =
         s.breaker_probe_acquire("b", "a", 50).await.unwrap()
     else {
         panic!("first probe denied")
     };
-    // The probe lease (50 ms) lapsing is what this test is about, and reporting its result
-    // is the only way to observe it, so the wait is part of the scenario.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The probe's lease is 50 ms.
+    wait_retry_after_over(&s, "b").await;
     assert_eq!(
         s.breaker_probe_result("b", g1, true, &p).await.unwrap(),
         None,
@@ -468,7 +468,7 @@ async fn probe_failure_reopens_longer_and_success_closes() {
     let opened = s.breaker_failure("b", &p).await.unwrap();
     assert!(opened.after.retry_after_ms <= 100);
     let gen_open = opened.after.generation;
-    wait_open_period_over(&s, "b").await;
+    wait_retry_after_over(&s, "b").await;
     let ProbeGrant::Granted { generation, .. } =
         s.breaker_probe_acquire("b", "a", 10_000).await.unwrap()
     else {
@@ -490,7 +490,7 @@ async fn probe_failure_reopens_longer_and_success_closes() {
     assert_eq!(c.after.open_cycles, 2);
     assert!(c.after.generation > gen_open);
 
-    wait_open_period_over(&s, "b").await;
+    wait_retry_after_over(&s, "b").await;
     let ProbeGrant::Granted { generation, .. } =
         s.breaker_probe_acquire("b", "a", 10_000).await.unwrap()
     else {
