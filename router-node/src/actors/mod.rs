@@ -7,8 +7,9 @@
 //!
 //! All transitions are pure functions from `switchyard-shared`; the actors only apply their
 //! effects and publish snapshots that the hot path reads. Requests talk to them only through
-//! [`observe`], [`observe_success`], [`observe_breaker`] and [`release_probe`], which never
-//! wait (plus a rare `send(AdmitProbe)` while the breaker is due for a probe): a full or closed
+//! [`observe`], [`observe_success`] and [`observe_breaker`], which never wait, plus a rare
+//! [`admit_probe`] while the breaker is due for a probe; its [`ProbeGuard`] hands the probe
+//! lease back on drop unless an outcome settles it. A full or closed
 //! mailbox costs one counted, dropped observation instead of a stalled request. Keeping actor
 //! messages off the success path also keeps actix (in passive maintenance) replaceable: only
 //! this module knows it.
@@ -17,6 +18,7 @@ mod breaker;
 mod connection;
 pub mod messages;
 mod params;
+mod probe;
 
 #[cfg(test)]
 mod tests;
@@ -27,8 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, ArbiterHandle, Handler, Message};
-use switchyard_shared::Millis;
-use switchyard_shared::breaker::{Breaker, ProbeGeneration};
+use switchyard_shared::breaker::Breaker;
 use switchyard_shared::settings::ResilienceSettings;
 
 pub use breaker::{
@@ -37,6 +38,7 @@ pub use breaker::{
 pub use connection::{ConnectionActor, MAILBOX_CAPACITY, PRUNE_INTERVAL};
 pub use messages::*;
 pub use params::ConnActorParams;
+pub use probe::{Admitted, ProbeGuard, admit_probe};
 
 use crate::state::{ConnHandle, ProviderHandle};
 
@@ -148,18 +150,6 @@ pub fn observe_success(handle: &ConnHandle, msg: ObserveSuccess) -> bool {
 /// has no counter of its own, hence `stats`.)
 pub fn observe_breaker(provider: &ProviderHandle, stats: &ActorStats, msg: BreakerObserve) -> bool {
     deliver_to_breaker(provider, stats, msg)
-}
-
-/// Hot path: hands back a probe lease whose attempt never reached the provider, without
-/// waiting. If it cannot be queued (counted like a dropped observation) the lease simply
-/// expires after the breaker's reset timeout.
-pub fn release_probe(
-    provider: &ProviderHandle,
-    stats: &ActorStats,
-    generation: ProbeGeneration,
-    at: Millis,
-) -> bool {
-    deliver_to_breaker(provider, stats, ReleaseProbe { generation, at })
 }
 
 fn deliver_to_breaker<M>(provider: &ProviderHandle, stats: &ActorStats, msg: M) -> bool

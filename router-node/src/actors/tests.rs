@@ -489,13 +489,19 @@ async fn released_probe_frees_the_slot_and_reset_closes() {
     let Admission::Probe { generation } = first else {
         panic!("expected a probe, got {first:?}");
     };
-    // The helper queues the release ahead of the next admission (one mailbox, FIFO).
-    assert!(release_probe(
-        &node.provider,
-        &node.stats,
+    // Dropping the guard queues the release ahead of the next admission (one mailbox, FIFO).
+    drop(ProbeGuard::new(
         generation,
-        2_001
+        node.provider.clone(),
+        node.stats.clone(),
+        crate::clock::Clock::new(),
     ));
+    assert_eq!(
+        node.stats
+            .breaker_dropped_observations
+            .load(Ordering::Relaxed),
+        0
+    );
     let second = addr.send(AdmitProbe { at: 2_002 }).await.expect("reply");
     assert!(matches!(second, Admission::Probe { .. }), "{second:?}");
 

@@ -10,36 +10,37 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
-use switchyard_shared::breaker::Admission;
 use switchyard_shared::store::ProbeGrant;
 
 use super::Cluster;
-use crate::actors::ActorStats;
+use crate::actors::Admitted;
 use crate::state::ProviderHandle;
 
 /// Shortest wait before asking Redis again after a denial.
 const MIN_DENIAL_MS: Millis = 100;
 
 /// Turns the local breaker's admission into the cluster's: a local `Probe` stands only if this
-/// node also holds the cluster probe lease. `now` is node time; `ttl_ms` bounds the lease when
-/// the probe's outcome never comes back.
+/// node also holds the cluster probe lease; a denied local probe is dropped, which hands its
+/// lease back. `now` is node time; `ttl_ms` bounds the lease when the probe's outcome never
+/// comes back.
 pub async fn admit(
     cluster: &Cluster,
     provider: &ProviderHandle,
-    stats: &ActorStats,
-    local: Admission,
+    local: Admitted,
     ttl_ms: Millis,
     now: Millis,
-) -> Admission {
-    let Admission::Probe { generation } = local else {
+) -> Admitted {
+    let Admitted::Probe(probe) = &local else {
+        return local;
+    };
+    let Some(generation) = probe.generation() else {
         return local;
     };
     let id: &Arc<str> = &provider.id;
     if let Some(until) = cluster.probe_denied_until(id)
         && until > now
     {
-        crate::actors::release_probe(provider, stats, generation, now);
-        return Admission::Rejected {
+        return Admitted::Rejected {
             retry_after_ms: until - now,
         };
     }
@@ -62,8 +63,7 @@ pub async fn admit(
         Ok(ProbeGrant::Denied { retry_after_ms }) => {
             let wait = retry_after_ms.max(MIN_DENIAL_MS);
             cluster.set_probe_denied(id, Some(now.saturating_add(wait)));
-            crate::actors::release_probe(provider, stats, generation, now);
-            Admission::Rejected {
+            Admitted::Rejected {
                 retry_after_ms: wait,
             }
         }

@@ -4,9 +4,14 @@
 pub mod affinity;
 pub mod dispatch;
 pub mod observe;
+pub mod pipeline;
 pub mod report;
 pub mod select;
 pub mod terminal;
 pub mod translation;
 
 pub use dispatch::{RouteRequest, Routed, RoutedBody, route};
+pub use pipeline::Permits;
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
-use switchyard_shared::breaker::ProbeGeneration;
 use switchyard_shared::classify::{
     self, Classification, ClassifyInput, StructuredError, TransportFailure,
 };
@@ -20,7 +19,7 @@ use switchyard_shared::outcome::{BreakerOutcome, CooldownHint, LockScope};
 use switchyard_shared::restatement;
 
 use super::report::UpstreamFailure;
-use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess};
+use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess, ProbeGuard};
 use crate::http::scrub::scrub_text;
 use crate::runtime::Runtime;
 use crate::state::{ConnHandle, ProviderHandle};
@@ -42,7 +41,7 @@ pub fn on_failure(
     model: &Arc<str>,
     target: &str,
     failure: &AttemptFailure,
-    probe: Option<ProbeGeneration>,
+    probe: Option<ProbeGuard>,
     is_combo: bool,
 ) -> Judged {
     judge(
@@ -73,7 +72,7 @@ fn judge(
     model: &Arc<str>,
     target: &str,
     failure: &AttemptFailure,
-    probe: Option<ProbeGeneration>,
+    probe: Option<ProbeGuard>,
     is_combo: bool,
     count_for_breaker: bool,
 ) -> Judged {
@@ -237,7 +236,7 @@ pub fn on_success(
     provider: &ProviderHandle,
     conn: &ConnHandle,
     model: &Arc<str>,
-    probe: Option<ProbeGeneration>,
+    probe: Option<ProbeGuard>,
     started: Millis,
 ) {
     let now = rt.clock.now();
@@ -261,12 +260,13 @@ pub fn on_success(
 }
 
 /// Sends the breaker outcome when it can matter: any failure, a probe's result, or a success
-/// while the breaker has failures to forget.
+/// while the breaker has failures to forget. The outcome settles a probe; an outcome that is
+/// not sent drops the probe, which hands its lease back.
 pub fn report_breaker(
     rt: &Runtime,
     provider: &ProviderHandle,
     outcome: BreakerOutcome,
-    probe: Option<ProbeGeneration>,
+    probe: Option<ProbeGuard>,
     now: Millis,
 ) {
     let needed = match outcome {
@@ -281,15 +281,14 @@ pub fn report_breaker(
             provider,
             &rt.actor_stats,
             BreakerObserve {
-                generation: probe,
+                generation: probe.and_then(ProbeGuard::settle),
                 outcome,
                 at: now,
             },
         );
-    } else if let Some(generation) = probe {
-        // An ignored outcome says nothing about the provider: hand the probe lease back.
-        actors::release_probe(provider, &rt.actor_stats, generation, now);
     }
+    // Otherwise an ignored outcome says nothing about the provider: `probe` drops here and
+    // hands its lease back.
 }
 
 /// The upstream's own error message from an error body in any provider envelope

@@ -1,0 +1,164 @@
+//! One target of a request, as a fixed sequence of named steps driven by one loop.
+//!
+//! Why: the steps used to be one 250-line function in which `continue`, early returns and
+//! hand-written releases were interleaved, and that is where probe leases leaked. Here every
+//! step is a small function that returns a typed verdict ([`Step`] or [`Next`]), and only
+//! [`run_target`] loops (the shape of pingora's phases and its retry loop):
+//!
+//! 1. **eligibility** ([`eligibility`]): the target's provider and its body in the provider's
+//!    wire format; the provider cooldown and the breaker gate (perhaps a half-open probe,
+//!    held as a [`ProbeGuard`]); then, per attempt, the connection.
+//! 2. **fence** ([`fence`]): a leased request still holds the live lease of that connection,
+//!    checked before it waits for permits and again at dispatch time if it waited.
+//! 3. **permits** ([`permits`]): request queue and concurrency gates (local or cluster-leased
+//!    permits), held as one RAII [`Permits`] value.
+//! 4. **attempt** ([`attempt`]): the attempt cap, then the upstream attempt itself.
+//! 5. **observe** ([`outcome`]): the outcome goes to the owning actors; a failure decides
+//!    whether to retry on another connection, leave the target or fail the request.
+//! 6. **release**: the guards. Permits and the probe lease are released when their owners
+//!    drop, on every path, including a cancelled request; [`release`] ends a target with its
+//!    skip reason.
+
+mod attempt;
+mod eligibility;
+mod fence;
+mod outcome;
+mod permits;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use switchyard_shared::Millis;
+use switchyard_shared::config::Target;
+
+pub use permits::Permits;
+
+use super::dispatch::{RouteRequest, Routed};
+use super::report::{Report, TargetSkip};
+use super::translation::Translation;
+use crate::actors::ProbeGuard;
+use crate::http::errors::{ClientFormat, GatewayError};
+use crate::runtime::Runtime;
+use crate::state::ProviderHandle;
+
+/// What one request carries from target to target.
+#[derive(Default)]
+pub struct RequestCtx {
+    pub is_combo: bool,
+    /// The global cap of attempts over all targets.
+    pub max_attempts: u32,
+    /// Per-target attempt deadline (combos); 0 = none.
+    pub target_timeout_ms: Millis,
+    /// Connections that failed or were saturated in this pass.
+    pub excluded: Vec<usize>,
+    pub report: Report,
+}
+
+/// One target while its connections are tried.
+pub struct TargetCtx {
+    /// `provider/model`.
+    pub key: String,
+    pub provider: Arc<ProviderHandle>,
+    pub model: Arc<str>,
+    /// A combo target's pin to one connection.
+    pub pinned: Option<Arc<str>>,
+    /// The wire format the provider speaks.
+    pub wire: ClientFormat,
+    /// The body in the provider's wire format, built once per target.
+    pub upstream_body: Bytes,
+    pub translation: Option<Translation>,
+    /// The half-open probe lease this target holds, if any.
+    pub probe: Option<ProbeGuard>,
+    /// Why the last connection was refused permits, when that is why the target ends.
+    pub gate_rejection: Option<TargetSkip>,
+    /// A connection of this target failed or was saturated: the pin no longer binds.
+    pub fallback: bool,
+}
+
+/// A step's verdict on the target.
+#[derive(Debug)]
+pub enum Step<T> {
+    /// Go on, with this.
+    Go(T),
+    /// Leave the target for this pass, for this reason.
+    Skip(TargetSkip),
+}
+
+/// What the driver does after a failed attempt.
+#[derive(Debug)]
+pub enum Next {
+    /// Try the target's next connection.
+    Retry,
+    /// Leave the target for this pass.
+    Skip(TargetSkip),
+    /// End the request with this error.
+    Fail(GatewayError),
+}
+
+/// Tries one target over its eligible connections. `Ok(None)`: move on (reason recorded).
+pub async fn run_target(
+    rt: &Arc<Runtime>,
+    req: &RouteRequest,
+    rc: &mut RequestCtx,
+    target: &Target,
+) -> Result<Option<Routed>, GatewayError> {
+    let mut ctx = match eligibility::prepare(rt, req, target)? {
+        Step::Go(ctx) => ctx,
+        Step::Skip(skip) => {
+            let key = super::dispatch::target_key(target);
+            rc.report.skip(&key, &target.provider, skip);
+            return Ok(None);
+        }
+    };
+    match eligibility::breaker_gate(rt, &ctx.provider).await {
+        Step::Go(probe) => ctx.probe = probe,
+        Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
+    }
+    loop {
+        let now = rt.clock.now();
+        let conn = match eligibility::pick_connection(rt, req, &mut ctx, rc, now) {
+            Step::Go(conn) => conn,
+            Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
+        };
+        let fenced = fence::before_permits(rt, req, &conn).await?;
+        let permits = match permits::acquire(rt, &ctx.provider, &conn, &ctx.model).await {
+            Ok(p) => p,
+            Err(skip) => {
+                permits::refused(rt, &mut ctx, rc, &conn, skip);
+                continue;
+            }
+        };
+        fence::at_dispatch(rt, req, &conn, fenced).await?;
+        attempt::count(rc, &ctx, &conn, now)?;
+        match attempt::attempt(rt, req, &ctx, &conn, rc.target_timeout_ms, now).await {
+            attempt::Attempted::Replied(body) => {
+                let ok = outcome::Success {
+                    body,
+                    conn,
+                    permits,
+                    started: now,
+                };
+                return Ok(Some(outcome::on_success(rt, req, ctx, rc, ok)));
+            }
+            attempt::Attempted::Failed(failure) => {
+                drop(permits);
+                match outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure).await {
+                    Next::Retry => {}
+                    Next::Skip(skip) => return Ok(release(ctx, rc, skip)),
+                    Next::Fail(e) => return Err(e),
+                }
+            }
+            // The probe lease and the permits go back as this returns.
+            attempt::Attempted::Untranslatable(e) => return Err(e),
+        }
+    }
+}
+
+/// Ends a target with its skip reason. Dropping `ctx` hands back a probe lease it still holds.
+fn release(ctx: TargetCtx, rc: &mut RequestCtx, skip: TargetSkip) -> Option<Routed> {
+    rc.report.skip(&ctx.key, &ctx.provider.id, skip);
+    None
+}

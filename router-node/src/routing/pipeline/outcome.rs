@@ -1,0 +1,130 @@
+//! Step 5, observe: the attempt's outcome goes to the owning actors, and a failure decides
+//! what the driver does next.
+
+use std::sync::Arc;
+
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::BreakerView;
+use switchyard_shared::outcome::RetryClass;
+use switchyard_shared::strategy::stable_hash;
+
+use super::{Next, Permits, RequestCtx, TargetCtx};
+use crate::actors::{self, Admitted};
+use crate::routing::dispatch::{RouteRequest, Routed, RoutedBody};
+use crate::routing::report::TargetSkip;
+use crate::routing::{observe, terminal};
+use crate::runtime::Runtime;
+use crate::state::ConnHandle;
+use crate::upstream::AttemptFailure;
+
+/// A successful attempt and what it holds until the response is finished.
+pub struct Success {
+    pub body: RoutedBody,
+    pub conn: Arc<ConnHandle>,
+    pub permits: Permits,
+    /// When the attempt started.
+    pub started: Millis,
+}
+
+/// Reports the success (settling a probe), pins the session and feeds the strategy; the
+/// permits travel on with the response.
+pub fn on_success(
+    rt: &Runtime,
+    req: &RouteRequest,
+    mut ctx: TargetCtx,
+    rc: &RequestCtx,
+    ok: Success,
+) -> Routed {
+    let Success {
+        body,
+        conn,
+        permits,
+        started,
+    } = ok;
+    let provider = ctx.provider.clone();
+    let probe = ctx.probe.take();
+    let generation = probe.as_ref().and_then(actors::ProbeGuard::generation);
+    observe::on_success(rt, &provider, &conn, &ctx.model, probe, started);
+    if let Some(session) = &req.session {
+        rt.affinity
+            .pin(provider.idx, session, conn.idx, rt.clock.now());
+    }
+    if let Ok(mut s) = provider.strategy_state.lock() {
+        s.record_success(stable_hash(conn.id.as_bytes()));
+    }
+    Routed {
+        body,
+        conn,
+        provider,
+        model: ctx.model.clone(),
+        target: std::mem::take(&mut ctx.key),
+        attempts: rc.report.attempts,
+        probe: generation,
+        permits,
+        translation: ctx.translation.take(),
+    }
+}
+
+/// Judges a failed attempt (settling a probe) and decides: retry on another connection when
+/// the failure allows a fallback and the breaker still admits the target, else leave the
+/// target, or fail the request when the failure must reach the client as it is.
+pub async fn on_failure(
+    rt: &Runtime,
+    req: &RouteRequest,
+    ctx: &mut TargetCtx,
+    rc: &mut RequestCtx,
+    conn: &Arc<ConnHandle>,
+    failure: &AttemptFailure,
+) -> Next {
+    // A probe is used once: later attempts on this target go through the breaker again.
+    let probe = ctx.probe.take();
+    let was_probe = probe.is_some();
+    let judged = observe::on_failure(
+        rt,
+        &ctx.provider,
+        conn,
+        &ctx.model,
+        &ctx.key,
+        failure,
+        probe,
+        rc.is_combo,
+    );
+    if let Some(session) = &req.session {
+        rt.affinity.evict(ctx.provider.idx, session);
+    }
+    rc.report.last_failure = Some(judged.failure);
+    let retryable = judged.classification.should_fallback
+        && judged.classification.retry != RetryClass::NotRetryable;
+    if !retryable {
+        return Next::Fail(terminal::upstream_error(&rc.report));
+    }
+    rt.metrics.fallback(judged.classification.reason);
+    rc.excluded.push(conn.idx);
+    ctx.fallback = true;
+    readmit(rt, ctx, was_probe).await
+}
+
+/// Whether the target may go on after a failure. After a failed probe the snapshot still
+/// reads half-open until the actor applies the failure, so the actor itself is asked: the
+/// admission queues behind the observation, sees a failed probe's reopened breaker, and stops
+/// the request here instead of letting it reach the provider's other connections unadmitted.
+/// Otherwise the breaker may have opened on this failure: the snapshot is checked.
+async fn readmit(rt: &Runtime, ctx: &mut TargetCtx, was_probe: bool) -> Next {
+    let now = rt.clock.now();
+    if was_probe {
+        match actors::admit_probe(&ctx.provider, &rt.actor_stats, rt.clock, now).await {
+            Admitted::Allowed => Next::Retry,
+            Admitted::Probe(probe) => {
+                ctx.probe = Some(probe);
+                Next::Retry
+            }
+            Admitted::Rejected { .. } => Next::Skip(TargetSkip::Failed),
+        }
+    } else if let BreakerView::Open { until } = ctx.provider.breaker.load().view
+        && until > now
+    {
+        Next::Skip(TargetSkip::Failed)
+    } else {
+        Next::Retry
+    }
+}

@@ -1,0 +1,391 @@
+//! Each step of the pipeline on its own, against a runtime built from a config, the real
+//! breaker actors where a step talks to them, and a canned upstream on 127.0.0.1 where a step
+//! reaches one.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use switchyard_shared::breaker::BreakerView;
+use switchyard_shared::config::Target;
+
+use super::attempt::{self, Attempted};
+use super::outcome::{self, Success};
+use super::{Next, RequestCtx, Step, TargetCtx, eligibility, fence, permits};
+use crate::http::errors::ClientFormat;
+use crate::leases::LeaseClaim;
+use crate::routing::report::{TargetSkip, UpstreamFailure};
+use crate::routing::tests::{
+    NOT_JSON, OK_JSON, TOO_MANY, canned_upstream, probes_in_flight, request, runtime,
+    start_half_open,
+};
+use crate::runtime::Runtime;
+use crate::state::{BreakerSnapshot, ConnHandle};
+use crate::upstream::AttemptFailure;
+
+const CHAT: &str = r#"{"model":"p/m","messages":[{"role":"user","content":"hi"}]}"#;
+const MESSAGES: &str =
+    r#"{"model":"p/m","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}"#;
+
+fn target(provider: &str) -> Target {
+    Target {
+        provider: provider.into(),
+        model: "m".into(),
+        connection: None,
+        weight: 1,
+    }
+}
+
+fn ctx_for(rt: &Runtime, format: ClientFormat, body: &str) -> TargetCtx {
+    match eligibility::prepare(rt, &request(format, body), &target("p")) {
+        Ok(Step::Go(ctx)) => ctx,
+        _ => panic!("provider p is configured"),
+    }
+}
+
+fn rc(max_attempts: u32) -> RequestCtx {
+    RequestCtx {
+        max_attempts,
+        ..RequestCtx::default()
+    }
+}
+
+fn conn(rt: &Runtime, id: &str) -> Arc<ConnHandle> {
+    rt.connection(id).cloned().unwrap()
+}
+
+fn upstream_failure(status: u16) -> AttemptFailure {
+    AttemptFailure {
+        status: Some(status),
+        message: format!("HTTP {status}"),
+        ..AttemptFailure::default()
+    }
+}
+
+// ---- eligibility -----------------------------------------------------------------------------
+
+#[actix_rt::test]
+async fn prepare_skips_an_unknown_provider_and_plans_translation() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    assert!(matches!(
+        eligibility::prepare(&rt, &req, &target("nope")),
+        Ok(Step::Skip(TargetSkip::NoConnections))
+    ));
+    let native = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    assert_eq!(native.key, "p/m");
+    assert_eq!(native.wire, ClientFormat::OpenAiChat);
+    assert!(native.translation.is_none());
+    let translated = ctx_for(&rt, ClientFormat::Anthropic, MESSAGES);
+    assert_eq!(translated.wire, ClientFormat::OpenAiChat);
+    assert!(translated.translation.is_some());
+}
+
+#[actix_rt::test]
+async fn breaker_gate_passes_closed_skips_open_and_admits_one_probe() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let provider = rt.providers[0].clone();
+    assert!(matches!(
+        eligibility::breaker_gate(&rt, &provider).await,
+        Step::Go(None)
+    ));
+    let until = rt.clock.now() + 60_000;
+    provider.breaker.store(Arc::new(BreakerSnapshot {
+        view: BreakerView::Open { until },
+        failure_count: 12,
+    }));
+    match eligibility::breaker_gate(&rt, &provider).await {
+        Step::Skip(TargetSkip::CircuitOpen { retry_after_ms }) => {
+            assert!(retry_after_ms > 0 && retry_after_ms <= 60_000);
+        }
+        other => panic!("an open breaker must skip: {other:?}"),
+    }
+
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    start_half_open(&rt).await;
+    let provider = rt.providers[0].clone();
+    let Step::Go(Some(probe)) = eligibility::breaker_gate(&rt, &provider).await else {
+        panic!("a half-open breaker admits a probe");
+    };
+    assert_eq!(probes_in_flight(&rt).await, 1);
+    // The budget is one probe: the next request is refused while the lease is held…
+    assert!(matches!(
+        eligibility::breaker_gate(&rt, &provider).await,
+        Step::Skip(TargetSkip::CircuitOpen { .. })
+    ));
+    // …and dropping the guard hands the lease back.
+    drop(probe);
+    assert_eq!(probes_in_flight(&rt).await, 0);
+}
+
+#[actix_rt::test]
+async fn pick_connection_says_why_nothing_is_left() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let mut rc = rc(30);
+    let now = rt.clock.now();
+    let Step::Go(first) = eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now) else {
+        panic!("two healthy connections");
+    };
+    assert!(first.id.starts_with("p-"));
+
+    // Every connection excluded: blocked (by nothing the snapshots say).
+    rc.excluded = vec![0, 1];
+    assert!(matches!(
+        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        Step::Skip(TargetSkip::Blocked { .. })
+    ));
+    // After a failure on this target: the target failed.
+    rc.report.last_failure = Some(UpstreamFailure {
+        target: "p/m".into(),
+        connection: "p-1".into(),
+        status: Some(500),
+        message: String::new(),
+        retry_after_ms: None,
+        stream_code: None,
+    });
+    assert!(matches!(
+        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        Step::Skip(TargetSkip::Failed)
+    ));
+    // A saturated connection's reason comes first, once.
+    ctx.gate_rejection = Some(TargetSkip::NoConnections);
+    assert!(matches!(
+        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        Step::Skip(TargetSkip::NoConnections)
+    ));
+    assert!(ctx.gate_rejection.is_none());
+
+    // A pinned target whose connection does not exist has no connections at all.
+    rc.excluded.clear();
+    rc.report.last_failure = None;
+    ctx.pinned = Some("p-9".into());
+    assert!(matches!(
+        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        Step::Skip(TargetSkip::NoConnections)
+    ));
+}
+
+// ---- fence -----------------------------------------------------------------------------------
+
+#[actix_rt::test]
+async fn fence_passes_ordinary_requests_and_refuses_a_lease_on_another_connection() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let p1 = conn(&rt, "p-1");
+    let plain = request(ClientFormat::OpenAiChat, CHAT);
+    let fenced = fence::before_permits(&rt, &plain, &p1).await.unwrap();
+    assert!(fence::at_dispatch(&rt, &plain, &p1, fenced).await.is_ok());
+
+    let mut leased = request(ClientFormat::OpenAiChat, CHAT);
+    leased.lease = Some(LeaseClaim {
+        owner_token: format!("vlo_{}", "a".repeat(43)),
+        generation: 1,
+        connection: "p-2".into(),
+        api_key_id: "k".into(),
+    });
+    let Err(e) = fence::before_permits(&rt, &leased, &p1).await else {
+        panic!("a lease on p-2 cannot dispatch to p-1");
+    };
+    assert_eq!(e.code, "LEASE_CONNECTION_MISMATCH");
+    // Checked before the wait for permits; at dispatch time it is checked again once time
+    // has passed (here: the store has no such lease, so the holder is stale).
+    let long_ago = fence::Fenced::at(0);
+    let p2 = conn(&rt, "p-2");
+    while rt.clock.now() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let Err(e) = fence::at_dispatch(&rt, &leased, &p2, long_ago).await else {
+        panic!("a lease the store does not know is stale");
+    };
+    assert_eq!(e.code, "LEASE_FENCE_STALE");
+}
+
+// ---- permits ---------------------------------------------------------------------------------
+
+#[actix_rt::test]
+async fn permits_count_in_flight_until_dropped_and_a_full_gate_is_refused() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let mut settings = (**rt.settings.load()).clone();
+    settings.concurrency.semaphore_max_queue = 0;
+    rt.settings.store(Arc::new(settings));
+    let provider = rt.providers[0].clone();
+    let capped = conn(&rt, "p-2");
+    let held = permits::acquire(&rt, &provider, &capped, "m")
+        .await
+        .unwrap();
+    assert_eq!(capped.inflight.load(Ordering::Acquire), 1);
+    assert_eq!(provider.inflight.load(Ordering::Acquire), 1);
+
+    let Err(skip) = permits::acquire(&rt, &provider, &capped, "m").await else {
+        panic!("p-2 allows one request at a time");
+    };
+    assert!(matches!(skip, TargetSkip::Saturated { .. }), "{skip:?}");
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let mut rc = rc(30);
+    permits::refused(&rt, &mut ctx, &mut rc, &capped, skip);
+    assert_eq!(rc.excluded, vec![capped.idx]);
+    assert!(ctx.gate_rejection.is_some() && ctx.fallback);
+
+    drop(held);
+    assert_eq!(capped.inflight.load(Ordering::Acquire), 0);
+    assert_eq!(provider.inflight.load(Ordering::Acquire), 0);
+    let again = permits::acquire(&rt, &provider, &capped, "m").await;
+    assert!(again.is_ok(), "the permit came back on drop");
+}
+
+// ---- attempt ---------------------------------------------------------------------------------
+
+#[actix_rt::test]
+async fn count_stops_at_the_attempt_cap() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let p1 = conn(&rt, "p-1");
+    let mut rc = rc(1);
+    assert!(attempt::count(&mut rc, &ctx, &p1, rt.clock.now()).is_ok());
+    assert_eq!(rc.report.attempts, 1);
+    assert_eq!(ctx.provider.last_used_conn.load(Ordering::Acquire), p1.idx);
+    let Err(e) = attempt::count(&mut rc, &ctx, &p1, rt.clock.now()) else {
+        panic!("one attempt allowed");
+    };
+    assert_eq!(e.code, "max_attempts_exceeded");
+    assert_eq!(rc.report.attempts, 1);
+}
+
+#[actix_rt::test]
+async fn attempt_replies_fails_or_cannot_translate() {
+    for (response, format, body, want) in [
+        (OK_JSON, ClientFormat::OpenAiChat, CHAT, "replied"),
+        (TOO_MANY, ClientFormat::OpenAiChat, CHAT, "failed"),
+        (
+            NOT_JSON,
+            ClientFormat::Anthropic,
+            MESSAGES,
+            "untranslatable",
+        ),
+    ] {
+        let base = canned_upstream(response).await;
+        let rt = runtime(&base, 30);
+        let req = request(format, body);
+        let ctx = ctx_for(&rt, format, body);
+        let p1 = conn(&rt, "p-1");
+        let got = match attempt::attempt(&rt, &req, &ctx, &p1, 0, rt.clock.now()).await {
+            Attempted::Replied(_) => "replied",
+            Attempted::Failed(f) => {
+                assert_eq!(f.status, Some(429));
+                "failed"
+            }
+            Attempted::Untranslatable(e) => {
+                assert_eq!(e.code, "upstream_invalid_json");
+                "untranslatable"
+            }
+        };
+        assert_eq!(got, want);
+    }
+}
+
+// ---- observe ---------------------------------------------------------------------------------
+
+#[actix_rt::test]
+async fn a_retryable_failure_retries_elsewhere_and_a_client_error_fails() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let mut rc = rc(30);
+    let p1 = conn(&rt, "p-1");
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &upstream_failure(429)).await;
+    assert!(matches!(next, Next::Retry), "{next:?}");
+    assert_eq!(rc.excluded, vec![p1.idx]);
+    assert!(ctx.fallback);
+    assert_eq!(
+        rc.report.last_failure.as_ref().map(|f| f.status),
+        Some(Some(429))
+    );
+
+    let p2 = conn(&rt, "p-2");
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p2, &upstream_failure(400)).await;
+    let Next::Fail(e) = next else {
+        panic!("a 400 is the client's: {next:?}");
+    };
+    assert_eq!(e.status.as_u16(), 400);
+}
+
+#[actix_rt::test]
+async fn a_failed_probe_settles_its_lease_and_leaves_the_target() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    start_half_open(&rt).await;
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let Step::Go(probe) = eligibility::breaker_gate(&rt, &ctx.provider).await else {
+        panic!("half-open admits a probe");
+    };
+    ctx.probe = probe;
+    let mut rc = rc(30);
+    let p1 = conn(&rt, "p-1");
+    // A server error is the provider's: the probe failed, the breaker reopens.
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &upstream_failure(500)).await;
+    assert!(matches!(next, Next::Skip(TargetSkip::Failed)), "{next:?}");
+    assert!(ctx.probe.is_none());
+    assert_eq!(probes_in_flight(&rt).await, 0);
+    assert!(matches!(
+        rt.providers[0].breaker.load().view,
+        BreakerView::Open { .. }
+    ));
+}
+
+#[actix_rt::test]
+async fn an_ignored_probe_failure_hands_the_lease_on_to_the_next_connection() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    start_half_open(&rt).await;
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let Step::Go(Some(probe)) = eligibility::breaker_gate(&rt, &ctx.provider).await else {
+        panic!("half-open admits a probe");
+    };
+    let first = probe.generation();
+    ctx.probe = Some(probe);
+    let mut rc = rc(30);
+    let p1 = conn(&rt, "p-1");
+    // A connection's 429 says nothing about the provider: the lease goes back and the next
+    // connection goes as a new probe.
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &upstream_failure(429)).await;
+    assert!(matches!(next, Next::Retry), "{next:?}");
+    let second = ctx.probe.as_ref().and_then(|p| p.generation());
+    assert!(second.is_some() && second != first);
+    assert_eq!(probes_in_flight(&rt).await, 1);
+    drop(ctx);
+    assert_eq!(probes_in_flight(&rt).await, 0);
+}
+
+#[actix_rt::test]
+async fn a_successful_probe_settles_its_lease_and_closes_the_breaker() {
+    let base = canned_upstream(OK_JSON).await;
+    let rt = runtime(&base, 30);
+    start_half_open(&rt).await;
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let Step::Go(probe) = eligibility::breaker_gate(&rt, &ctx.provider).await else {
+        panic!("half-open admits a probe");
+    };
+    ctx.probe = probe;
+    let rc = rc(30);
+    let p1 = conn(&rt, "p-1");
+    let provider = ctx.provider.clone();
+    let permits = permits::acquire(&rt, &provider, &p1, "m").await.unwrap();
+    let started = rt.clock.now();
+    let Attempted::Replied(body) = attempt::attempt(&rt, &req, &ctx, &p1, 0, started).await else {
+        panic!("the upstream answers 200");
+    };
+    let ok = Success {
+        body,
+        conn: p1.clone(),
+        permits,
+        started,
+    };
+    let routed = outcome::on_success(&rt, &req, ctx, &rc, ok);
+    assert!(routed.probe.is_some());
+    assert_eq!(routed.target, "p/m");
+    assert_eq!(probes_in_flight(&rt).await, 0);
+    assert_eq!(rt.providers[0].breaker.load().view, BreakerView::Closed);
+    drop(routed);
+    assert_eq!(p1.inflight.load(Ordering::Acquire), 0);
+}
