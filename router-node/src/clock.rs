@@ -85,6 +85,9 @@ mod tests {
         let b = c.now();
         assert!(b >= a);
         assert!(c.epoch_ms() > 1_600_000_000_000);
-        assert!(c.instant_at(5) >= c.instant_at(0));
+        assert_eq!(
+            c.instant_at(5) - c.instant_at(0),
+            std::time::Duration::from_millis(5)
+        );
     }
 }

@@ -15,7 +15,7 @@
   environment every config `*_env` key needs.
 - The Dockerfile: hadolint, no findings.
 
-Run by tests/tests/deploy_chart.rs. Exit status 0 when every check passes; each failure is
+Run by tests/tests/deploy/chart.rs. Exit status 0 when every check passes; each failure is
 printed with what was being checked.
 """
 

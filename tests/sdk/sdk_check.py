@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive a running Switchyard node with the official OpenAI and Anthropic Python SDKs.
 
-Run by tests/tests/sdk_compat.rs against a node whose providers are mock upstreams. Every
+Run by tests/tests/node/sdk_compat.rs against a node whose providers are mock upstreams. Every
 check must pass for the exit code to be 0; each failure is printed with its reason and the
 script exits 1. The SDKs parse every JSON body and every SSE event themselves, so a gateway
 that changes the wire format in a way they reject fails here.
