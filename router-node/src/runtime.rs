@@ -15,13 +15,12 @@ use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ActorStats;
-use crate::admin::store::SettingsStore;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::auth::{ClientKey, KeyStore};
 use crate::clock::Clock;
 use crate::cluster::Cluster;
-use crate::http::auth::{ClientKey, KeyStore};
 use crate::metrics::Metrics;
-use crate::routing::affinity::Affinity;
-use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
+use crate::state::{Affinity, LeasePolicy, RequestQueue, SettingsStore};
 use crate::upstream::client::build_client;
 
 /// Readiness and draining flags for the probes.
@@ -75,7 +74,7 @@ pub struct Runtime {
     /// Cluster membership and the shared store; `None` in embedded mode.
     pub cluster: Option<Arc<Cluster>>,
     /// Which connections are reserved for exclusive session leases.
-    pub leases: crate::leases::LeasePolicy,
+    pub leases: LeasePolicy,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
 }
@@ -253,7 +252,7 @@ impl Runtime {
             management_key_sha256: secrets.management_key_sha256,
             settings_store,
             cluster,
-            leases: crate::leases::LeasePolicy::from_config(&config),
+            leases: LeasePolicy::from_config(&config),
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
             config,
         })

@@ -15,10 +15,10 @@ use actix_web::http::StatusCode;
 use switchyard_shared::Millis;
 use switchyard_shared::store::BucketResult;
 
-use crate::http::auth::ClientKey;
-use crate::http::errors::{ErrorSource, GatewayError};
+use crate::actors::ConnHandle;
+use crate::api::auth::ClientKey;
+use crate::api::errors::{ErrorSource, GatewayError};
 use crate::runtime::Runtime;
-use crate::state::ConnHandle;
 
 /// Why a connection's cluster bucket refused a request within its wait budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use switchyard_shared::store::FenceCheck;
 use super::backend::Backend;
 use super::policy::{find_owned, parse_generation, valid_owner_token};
 use super::{GENERATION_HEADER, LeaseClaim, OWNER_HEADER, errors};
-use crate::http::auth::ClientKey;
-use crate::http::errors::GatewayError;
+use crate::api::auth::ClientKey;
+use crate::api::errors::GatewayError;
 use crate::runtime::Runtime;
 
 /// Whether a key holds exclusive session leases.

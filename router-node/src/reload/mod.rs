@@ -125,7 +125,7 @@ impl RuntimeCell {
         let breakers = carry_resilience_state(&old, &next).await;
         let counts = Diff::of(&old, &next);
         let next = Arc::new(next);
-        crate::caps::permits::prepare(&next);
+        crate::caps::gates::prepare(&next);
         crate::actors::start_actors_seeded(
             &next.providers,
             &next.connections,

@@ -21,13 +21,12 @@ use super::pipeline::{self, Permits, RequestCtx};
 use super::report::Report;
 use super::terminal;
 use super::translation::Translation;
-use crate::http::auth::ClientKey;
-use crate::http::body::ParsedBody;
-use crate::http::errors::{ClientFormat, GatewayError};
-use crate::metrics::UpstreamWait;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::auth::ClientKey;
+use crate::api::body::ParsedBody;
+use crate::api::errors::{ClientFormat, GatewayError};
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
-use crate::upstream::{CommittedStream, JsonSuccess};
+use crate::upstream::{CommittedStream, JsonSuccess, UpstreamWait};
 
 /// Default global cap of attempts for one request (the reference's `MAX_GLOBAL_ATTEMPTS`).
 const DEFAULT_MAX_ATTEMPTS: u32 = 30;

@@ -20,9 +20,9 @@ use switchyard_shared::restatement;
 
 use super::report::UpstreamFailure;
 use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess, ProbeGuard};
-use crate::http::scrub::scrub_text;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::scrub::scrub_text;
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
 use crate::upstream::AttemptFailure;
 
 /// The policy's reading of a failed attempt.

@@ -13,8 +13,8 @@ use switchyard_shared::admission::{BlockedConnection, ConnectionBlock, CoolingSc
 use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
 
+use crate::actors::{ConnHandle, ProviderHandle};
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
 
 /// The eligible connections of a target and why the others were left out.
 #[derive(Debug, Default)]

@@ -12,7 +12,7 @@ use switchyard_shared::config::ResolveError;
 use switchyard_shared::strategy::Strategy;
 
 use super::report::{Report, TargetSkip};
-use crate::http::errors::{ErrorSource, GatewayError};
+use crate::api::errors::{ErrorSource, GatewayError};
 use crate::runtime::Runtime;
 
 /// After a pass that produced no response.

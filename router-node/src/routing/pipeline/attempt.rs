@@ -7,11 +7,11 @@ use switchyard_shared::Millis;
 
 use super::permits::queue_enabled;
 use super::{RequestCtx, TargetCtx};
-use crate::http::errors::GatewayError;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::errors::GatewayError;
 use crate::routing::dispatch::{RouteRequest, RoutedBody};
 use crate::routing::{terminal, translation};
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
 use crate::upstream::{self, AttemptFailure, AttemptRequest, AttemptResult};
 
 /// What one attempt produced.

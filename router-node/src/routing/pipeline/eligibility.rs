@@ -8,12 +8,12 @@ use switchyard_shared::config::Target;
 
 use super::{RequestCtx, Step, TargetCtx};
 use crate::actors::{self, Admitted, ProbeGuard};
-use crate::http::errors::GatewayError;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::errors::GatewayError;
 use crate::routing::dispatch::{RouteRequest, target_key};
 use crate::routing::report::TargetSkip;
 use crate::routing::{select, translation};
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
 
 /// The target's provider and its body in the provider's wire format. A parameter that format
 /// cannot carry is the client's error (400 naming it), whatever state the provider is in.

@@ -6,11 +6,11 @@
 
 use switchyard_shared::Millis;
 
-use crate::http::errors::GatewayError;
+use crate::actors::ConnHandle;
+use crate::api::errors::GatewayError;
 use crate::leases;
 use crate::routing::dispatch::RouteRequest;
 use crate::runtime::Runtime;
-use crate::state::ConnHandle;
 
 /// When the lease was last found valid; `None` for a request without a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,9 +40,9 @@ use super::dispatch::{RouteRequest, Routed};
 use super::report::{Report, TargetSkip};
 use super::translation::Translation;
 use crate::actors::ProbeGuard;
-use crate::http::errors::{ClientFormat, GatewayError};
+use crate::actors::ProviderHandle;
+use crate::api::errors::{ClientFormat, GatewayError};
 use crate::runtime::Runtime;
-use crate::state::ProviderHandle;
 
 /// What one request carries from target to target.
 #[derive(Default)]

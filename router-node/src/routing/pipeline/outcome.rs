@@ -9,12 +9,12 @@ use switchyard_shared::outcome::RetryClass;
 use switchyard_shared::strategy::stable_hash;
 
 use super::{Next, Permits, RequestCtx, TargetCtx};
+use crate::actors::ConnHandle;
 use crate::actors::{self, Admitted};
 use crate::routing::dispatch::{RouteRequest, Routed, RoutedBody};
 use crate::routing::report::TargetSkip;
 use crate::routing::{observe, terminal};
 use crate::runtime::Runtime;
-use crate::state::ConnHandle;
 use crate::upstream::AttemptFailure;
 
 /// A successful attempt and what it holds until the response is finished.

@@ -14,10 +14,11 @@ use switchyard_shared::outcome::ProviderCategory;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{RequestCtx, TargetCtx};
+use crate::actors::{ConnHandle, ProviderHandle};
 use crate::metrics::labels::FallbackReason;
 use crate::routing::report::TargetSkip;
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle, QueuePermit};
+use crate::state::QueuePermit;
 
 /// Permits and in-flight counts of one dispatched attempt, released exactly once on drop.
 pub struct Permits {
