@@ -163,7 +163,7 @@ impl RuntimeCell {
             next.clock,
             next.actor_stats.clone(),
         ) {
-            Ok(metrics) => next.metrics = Arc::new(metrics),
+            Ok(metrics) => next.table.metrics = Arc::new(metrics),
             Err(e) => {
                 tracing::error!("config reload: metrics restart from zero: {e}");
                 if let Err(e) = next
