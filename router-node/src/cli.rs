@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use switchyard_shared::config::Config;
 
+use crate::actors::change::StatePublisher;
 use crate::clock::Clock;
 use crate::http::server;
 use crate::reload::{RuntimeCell, load_runtime};
@@ -103,9 +104,12 @@ fn serve_file(
             if let Some(cluster) = &rt.cluster {
                 // Before the actors start, so every actor hands its changes to the writer.
                 // A reload carries both the cluster handle and the actor stats over.
-                let _ = rt.actor_stats.cluster.set(cluster.clone());
+                let _ = rt
+                    .actor_stats
+                    .cluster
+                    .set(cluster.clone() as Arc<dyn StatePublisher>);
                 let current = cell.clone();
-                crate::cluster::start(cluster, Arc::new(move || current.load()));
+                crate::cluster_sync::start(cluster, Arc::new(move || current.load()));
             }
             crate::actors::start_actors(
                 &rt.providers,

@@ -15,10 +15,13 @@
 pub mod access_log;
 pub mod actors;
 pub mod admin;
+pub mod api;
 pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+pub mod cluster_sync;
+pub mod counters;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod entry;

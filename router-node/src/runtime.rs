@@ -1,4 +1,5 @@
-//! The node's runtime: everything built once from the config and shared by every request.
+//! The node's runtime: everything built once from the config, split into the routing table
+//! a request needs and what only the edges need.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
@@ -15,13 +16,12 @@ use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ActorStats;
-use crate::admin::store::SettingsStore;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::auth::{ClientKey, KeyStore};
 use crate::clock::Clock;
 use crate::cluster::Cluster;
-use crate::http::auth::{ClientKey, KeyStore};
 use crate::metrics::Metrics;
-use crate::routing::affinity::Affinity;
-use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
+use crate::state::{Affinity, LeasePolicy, RequestQueue, SettingsStore};
 use crate::upstream::client::build_client;
 
 /// Readiness and draining flags for the probes.
@@ -38,25 +38,41 @@ pub struct NodeStats {
     pub requests_total: AtomicU64,
 }
 
-/// Everything a request needs, built once.
-pub struct Runtime {
-    pub config: Config,
+/// What a request needs, built once per config: the handles and their lookup tables, the
+/// model index, the effective settings and the request path's shared state. The request
+/// path (`routing`, `leases`, `caps`) takes only this, never the whole [`Runtime`].
+pub struct RoutingTable {
     pub index: ModelIndex,
     pub clock: Clock,
     pub settings: ArcSwap<ResilienceSettings>,
-    pub settings_warnings: Vec<String>,
     pub providers: Vec<Arc<ProviderHandle>>,
     pub provider_by_id: HashMap<String, usize>,
     pub connections: Vec<Arc<ConnHandle>>,
     pub conn_by_id: HashMap<String, usize>,
-    pub keys: KeyStore,
-    pub key_rates: Mutex<HashMap<String, RateState>>,
     pub combo_state: HashMap<String, Mutex<StrategyState>>,
     pub restatement: Vec<Vec<RestatementRule>>,
     pub error_rules: Vec<Vec<ErrorRule>>,
     pub affinity: Affinity,
     /// The optional windowed provider cooldown (spec §1b); inert unless enabled.
     pub provider_cooldown: Mutex<ProviderCooldownTracker>,
+    pub actor_stats: Arc<ActorStats>,
+    /// The Prometheus registry and the request path's metric handles.
+    pub metrics: Arc<Metrics>,
+    /// Cluster membership and the shared store; `None` in embedded mode.
+    pub cluster: Option<Arc<Cluster>>,
+    /// Which connections are reserved for exclusive session leases.
+    pub leases: LeasePolicy,
+}
+
+/// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
+/// (client authentication, the admin API, reload and lifecycle). It dereferences to its
+/// routing table, so the edges read both through one value.
+pub struct Runtime {
+    pub table: RoutingTable,
+    pub config: Config,
+    pub settings_warnings: Vec<String>,
+    pub keys: KeyStore,
+    pub key_rates: Mutex<HashMap<String, RateState>>,
     pub node_id: String,
     /// Shared by every runtime of the process (a config reload hands them on).
     pub lifecycle: Arc<Lifecycle>,
@@ -65,19 +81,20 @@ pub struct Runtime {
     pub generation: u64,
     /// When this config was loaded (Unix ms).
     pub loaded_at_unix_ms: u64,
-    pub actor_stats: Arc<ActorStats>,
-    /// The Prometheus registry and the request path's metric handles.
-    pub metrics: Arc<Metrics>,
     pub management_key_sha256: Option<[u8; 32]>,
     /// The persisted settings layer (`PATCH /api/resilience`) and the environment layer, kept
     /// to recompute the effective settings after a patch.
     pub settings_store: SettingsStore,
-    /// Cluster membership and the shared store; `None` in embedded mode.
-    pub cluster: Option<Arc<Cluster>>,
-    /// Which connections are reserved for exclusive session leases.
-    pub leases: crate::leases::LeasePolicy,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
+}
+
+impl std::ops::Deref for Runtime {
+    type Target = RoutingTable;
+
+    fn deref(&self) -> &RoutingTable {
+        &self.table
+    }
 }
 
 impl Runtime {
@@ -226,21 +243,27 @@ impl Runtime {
         let provider_cooldown =
             Mutex::new(ProviderCooldownTracker::new(values.provider_cooldown()));
         Ok(Self {
-            index,
-            clock,
-            settings: ArcSwap::from_pointee(values),
+            table: RoutingTable {
+                index,
+                clock,
+                settings: ArcSwap::from_pointee(values),
+                providers,
+                provider_by_id,
+                connections,
+                conn_by_id,
+                combo_state,
+                restatement,
+                error_rules,
+                affinity,
+                provider_cooldown,
+                actor_stats,
+                metrics: Arc::new(metrics),
+                cluster,
+                leases: LeasePolicy::from_config(&config),
+            },
             settings_warnings,
-            providers,
-            provider_by_id,
-            connections,
-            conn_by_id,
             keys,
             key_rates: Mutex::new(key_rates),
-            combo_state,
-            restatement,
-            error_rules,
-            affinity,
-            provider_cooldown,
             node_id,
             lifecycle: Arc::default(),
             stats: Arc::default(),
@@ -248,17 +271,15 @@ impl Runtime {
             loaded_at_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            actor_stats,
-            metrics: Arc::new(metrics),
             management_key_sha256: secrets.management_key_sha256,
             settings_store,
-            cluster,
-            leases: crate::leases::LeasePolicy::from_config(&config),
             test_hooks: env("SWITCHYARD_TEST_HOOKS").is_some_and(|v| v == "1"),
             config,
         })
     }
+}
 
+impl RoutingTable {
     pub fn provider(&self, id: &str) -> Option<&Arc<ProviderHandle>> {
         self.provider_by_id
             .get(id)

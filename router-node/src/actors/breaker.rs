@@ -28,14 +28,14 @@ use switchyard_shared::Millis;
 use switchyard_shared::breaker::{Breaker, BreakerEffect, BreakerProfile};
 
 use super::ActorStats;
+use super::change::{LocalChange, StatePublisher, breaker_params};
 use super::connection::ConnectionActor;
 use super::messages::{
     AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped, GetBreaker,
     GetBreakerStatus, GetTransitionCount, ReleaseProbe, ResetBreaker, Retire, SetConnParams,
 };
 use super::params::ConnActorParams;
-use crate::cluster::{Cluster, LocalChange};
-use crate::state::{BreakerSnapshot, ConnHandle, ProviderHandle};
+use crate::actors::{BreakerSnapshot, ConnHandle, ProviderHandle};
 use switchyard_shared::breaker::BreakerState;
 use switchyard_shared::outcome::BreakerOutcome;
 use switchyard_shared::wire::BreakerPhase;
@@ -72,7 +72,7 @@ impl Child {
     fn start(
         &mut self,
         supervisor: Recipient<ChildStopped>,
-        cluster: Option<Arc<Cluster>>,
+        cluster: Option<Arc<dyn StatePublisher>>,
     ) -> Addr<ConnectionActor> {
         self.incarnation += 1;
         let actor = ConnectionActor::new(self.handle.clone(), self.params.clone())
@@ -97,8 +97,8 @@ pub struct ProviderBreakerActor {
     /// Transitions applied since start (history entries, `probe-expired` included).
     transitions: u64,
     stopping: bool,
-    /// The cluster writer in redis mode (from `stats.cluster`).
-    cluster: Option<Arc<Cluster>>,
+    /// Where local changes go in redis mode (from `stats.cluster`).
+    cluster: Option<Arc<dyn StatePublisher>>,
     /// The newest cluster breaker generation applied; older transitions are stale.
     cluster_generation: u64,
 }
@@ -125,7 +125,7 @@ impl ProviderBreakerActor {
     /// Hands a local breaker change to the cluster writer (redis mode); never waits.
     fn emit(&self, change: impl FnOnce(Arc<str>) -> LocalChange) {
         if let Some(cluster) = &self.cluster {
-            cluster.emit(change(self.provider.id.clone()));
+            cluster.publish(change(self.provider.id.clone()));
         }
     }
 
@@ -210,7 +210,7 @@ impl Handler<BreakerObserve> for ProviderBreakerActor {
 
     fn handle(&mut self, msg: BreakerObserve, _: &mut Self::Context) {
         if let Some(cluster) = &self.cluster {
-            let params = crate::cluster::breaker_params(self.breaker.profile());
+            let params = breaker_params(self.breaker.profile());
             match (msg.generation, msg.outcome) {
                 (_, BreakerOutcome::Ignore) => {}
                 (Some(local), outcome) => {

@@ -23,14 +23,14 @@ use switchyard_shared::Millis;
 use switchyard_shared::cooldown::{self, ConnEvent, ConnState, Effect};
 use switchyard_shared::lockout::{LockoutScope, LockoutTable, ModelRef};
 
+use super::change::{LocalChange, StatePublisher, failure_reason_of, lock_target_name};
 use super::messages::{
     ApplyRemote, ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic,
     ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, Retire, SetConnParams,
     SetRateLimitProtection,
 };
 use super::params::ConnActorParams;
-use crate::cluster::{Cluster, LocalChange, change::failure_reason_of, change::lock_target_name};
-use crate::state::{ConnHandle, ConnSnapshot};
+use crate::actors::{ConnHandle, ConnSnapshot};
 
 /// Mailbox capacity of a connection actor. Observations beyond it are dropped (and counted) by
 /// the hot path rather than queued without bound.
@@ -103,7 +103,7 @@ pub struct ConnectionActor {
     /// `None` until a message with a time arrives (after a restart too): no pruning before.
     time: Option<TimeBase>,
     /// The cluster writer in redis mode: local changes are handed to it, remote ones never.
-    cluster: Option<Arc<Cluster>>,
+    cluster: Option<Arc<dyn StatePublisher>>,
     _death_notice: Option<DeathNotice>,
 }
 
@@ -125,7 +125,7 @@ impl ConnectionActor {
     }
 
     /// Hands this actor's local changes to the cluster writer (redis mode).
-    pub fn with_cluster(mut self, cluster: Option<Arc<Cluster>>) -> Self {
+    pub fn with_cluster(mut self, cluster: Option<Arc<dyn StatePublisher>>) -> Self {
         self.cluster = cluster;
         self
     }
@@ -133,7 +133,7 @@ impl ConnectionActor {
     /// Hands a local change to the cluster writer; never waits.
     fn emit(&self, change: LocalChange) {
         if let Some(cluster) = &self.cluster {
-            cluster.emit(change);
+            cluster.publish(change);
         }
     }
 
@@ -539,7 +539,7 @@ impl Handler<ApplyRemote> for ConnectionActor {
                         all
                     }
                     Some(name) => {
-                        let target = crate::cluster::change::lock_target_of(&name);
+                        let target = super::change::lock_target_of(&name);
                         self.lockouts.clear(&provider, None, Some(target.name()))
                     }
                 };

@@ -154,7 +154,7 @@ pub struct GetTransitionCount;
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct ChildStopped {
-    /// [`crate::state::ConnHandle::idx`] of the connection.
+    /// [`crate::actors::ConnHandle::idx`] of the connection.
     pub conn_idx: usize,
     /// Which start of that connection's actor died; a notice about an older one is ignored.
     pub incarnation: u64,

@@ -15,7 +15,9 @@
 //! this module knows it.
 
 mod breaker;
+pub mod change;
 mod connection;
+pub mod handles;
 pub mod messages;
 mod params;
 mod probe;
@@ -36,11 +38,10 @@ pub use breaker::{
     BREAKER_MAILBOX_CAPACITY, MAX_RESTARTS_PER_WINDOW, ProviderBreakerActor, RESTART_WINDOW,
 };
 pub use connection::{ConnectionActor, MAILBOX_CAPACITY, PRUNE_INTERVAL};
+pub use handles::{BreakerSnapshot, ConnHandle, ConnSnapshot, ProviderHandle};
 pub use messages::*;
 pub use params::ConnActorParams;
 pub use probe::{Admitted, ProbeGuard, admit_probe};
-
-use crate::state::{ConnHandle, ProviderHandle};
 
 /// Counters of the actor layer, shared with whoever exports metrics.
 #[derive(Debug, Default)]
@@ -51,9 +52,9 @@ pub struct ActorStats {
     pub restarts_exhausted: AtomicU64,
     /// Breaker observations dropped because the breaker's mailbox was full or closed.
     pub breaker_dropped_observations: AtomicU64,
-    /// The cluster writer (redis mode), set once before the actors start; every actor hands
-    /// its local changes to it.
-    pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// Where local changes go (redis mode: the cluster writer), set once before the actors
+    /// start; every actor hands its local changes to it.
+    pub cluster: std::sync::OnceLock<Arc<dyn change::StatePublisher>>,
 }
 
 /// Starts one [`ProviderBreakerActor`] per provider on `arbiter`; each starts the
@@ -140,7 +141,7 @@ pub fn observe(handle: &ConnHandle, msg: ObserveFailure) -> bool {
 }
 
 /// Hot path: reports a success the snapshot asked for (see
-/// [`crate::state::ConnSnapshot::needs_success_report`]); same delivery rules as [`observe`].
+/// [`crate::actors::ConnSnapshot::needs_success_report`]); same delivery rules as [`observe`].
 pub fn observe_success(handle: &ConnHandle, msg: ObserveSuccess) -> bool {
     deliver(handle, msg)
 }

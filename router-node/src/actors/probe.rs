@@ -15,8 +15,8 @@ use switchyard_shared::Millis;
 use switchyard_shared::breaker::{Admission, ProbeGeneration};
 
 use super::{ActorStats, AdmitProbe, ReleaseProbe, deliver_to_breaker};
+use crate::actors::ProviderHandle;
 use crate::clock::Clock;
-use crate::state::ProviderHandle;
 
 /// How long a request waits for the breaker actor's admission before treating it as a refusal.
 const ADMIT_TIMEOUT: Duration = Duration::from_secs(2);

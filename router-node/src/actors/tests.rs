@@ -19,7 +19,8 @@ use switchyard_shared::outcome::{
 use switchyard_shared::settings::ResilienceSettings;
 
 use super::*;
-use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::state::RequestQueue;
 
 const PROVIDER: &str = "acme";
 const CONN: &str = "acme-1";

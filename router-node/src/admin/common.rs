@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use switchyard_shared::Millis;
 
 use super::MAX_BODY_BYTES;
-use crate::http::body::read_limited;
-use crate::http::errors::{ClientFormat, GatewayError};
+use crate::api::body::read_limited;
+use crate::api::errors::{ClientFormat, GatewayError};
 use crate::runtime::Runtime;
 
 /// An admin error: a [`GatewayError`] rendered in the OpenAI-style envelope.

@@ -27,10 +27,10 @@ use super::common::{
 };
 use super::views::{self, ConnClass};
 use super::{ACTOR_TIMEOUT, MAX_LIST};
+use crate::actors::ConnHandle;
 use crate::actors::{ClearCooldown, ClearLockouts, ClearResult, ConnectionActor, Reinstate};
 use crate::reload::Rt;
 use crate::runtime::Runtime;
-use crate::state::ConnHandle;
 
 /// Sends `msg` to the connection's actor and waits at most [`ACTOR_TIMEOUT`].
 pub(super) async fn ask<M>(conn: &ConnHandle, msg: M) -> Option<M::Result>

@@ -21,7 +21,6 @@ pub mod health;
 pub mod openapi;
 pub mod rate_limits;
 pub mod resilience;
-pub mod store;
 
 mod common;
 mod views;

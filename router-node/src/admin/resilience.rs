@@ -147,7 +147,7 @@ pub async fn patch_settings(
     let store = &rt.settings_store;
     if let Some(cluster) = &rt.cluster {
         // Patch the cluster's newest document, not an older local copy of it.
-        crate::cluster::settings::pull(cluster, &rt, None)
+        crate::cluster_sync::settings::pull(cluster, &rt, None)
             .await
             .map_err(|e| cluster_unavailable(&e))?;
     }
@@ -157,7 +157,7 @@ pub async fn patch_settings(
     let built = settings::build(&rt.config, store.env(), &next);
     if let Some(cluster) = &rt.cluster {
         // Redis first: a patch that cannot reach the other nodes changes nothing.
-        crate::cluster::settings::persist(cluster, &next)
+        crate::cluster_sync::settings::persist(cluster, &next)
             .await
             .map_err(|e| cluster_unavailable(&e))?;
     }

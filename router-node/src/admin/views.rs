@@ -15,8 +15,8 @@ use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::settings::ResilienceSettings;
 
 use super::common::Now;
+use crate::actors::{ConnHandle, ConnSnapshot, ProviderHandle};
 use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ConnSnapshot, ProviderHandle};
 
 /// Transitions shown per breaker.
 pub const HISTORY_SHOWN: usize = 20;

@@ -15,10 +15,10 @@ use actix_web::http::StatusCode;
 use switchyard_shared::Millis;
 use switchyard_shared::store::BucketResult;
 
-use crate::http::auth::ClientKey;
-use crate::http::errors::{ErrorSource, GatewayError};
-use crate::runtime::Runtime;
-use crate::state::ConnHandle;
+use crate::actors::ConnHandle;
+use crate::api::auth::ClientKey;
+use crate::api::errors::{ErrorSource, GatewayError};
+use crate::runtime::RoutingTable;
 
 /// Why a connection's cluster bucket refused a request within its wait budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct ConnRateExceeded {
 }
 
 /// Takes one token of `key`'s cluster bucket (redis mode only).
-pub async fn check_key(rt: &Runtime, key: &ClientKey) -> Result<(), GatewayError> {
+pub async fn check_key(rt: &RoutingTable, key: &ClientKey) -> Result<(), GatewayError> {
     let Some(cluster) = &rt.cluster else {
         return Ok(());
     };
@@ -59,7 +59,7 @@ pub async fn check_key(rt: &Runtime, key: &ClientKey) -> Result<(), GatewayError
 /// Waits for a token of `conn`'s cluster bucket (redis mode, queue RPM set) for at most
 /// `budget_ms`. Redis trouble fails open to the local queue's pacing, like the key bucket.
 pub async fn pace_connection(
-    rt: &Runtime,
+    rt: &RoutingTable,
     conn: &ConnHandle,
     requests_per_minute: u32,
     budget_ms: Millis,

@@ -7,23 +7,17 @@
 //! except for leased requests, cluster-wide caps and a due half-open probe, and then never
 //! longer than `redis_timeout_ms`.
 //!
-//! - [`change`]: what actors hand over ([`LocalChange`]); they `try_send` and never wait.
-//! - [`writer`]: the task that writes local changes to Redis and publishes them as events, and
-//!   keeps them in the bounded [`replay`] queue while Redis is unreachable.
-//! - [`sync`]: the task that applies peers' events and resynchronises from Redis on every
-//!   (re)connect and periodically; [`remote`] turns an event into actor messages.
-//! - [`membership`]: heartbeats and the live node count.
+//! This module is the cluster as the request path and the actors see it; the tasks that
+//! follow the whole runtime (writer, event subscriber, heartbeats, shared settings) are in
+//! [`crate::cluster_sync`], above it.
+//!
+//! - [`change`]: what actors hand over ([`LocalChange`], through the [`StatePublisher`] that
+//!   [`Cluster`] implements); they `try_send` and never wait.
+//! - [`replay`]: the bounded queue of local changes kept while Redis is unreachable.
 //! - [`probe`]: the cluster-wide half-open probe lease.
-//! - [`settings`]: runtime settings shared through Redis.
 
-pub mod change;
-pub mod membership;
 pub mod probe;
-pub mod remote;
 pub mod replay;
-pub mod settings;
-pub mod sync;
-pub mod writer;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -31,14 +25,15 @@ use std::sync::{Arc, Mutex};
 
 use rand::Rng as _;
 use switchyard_shared::Millis;
-use switchyard_shared::breaker::BreakerProfile;
 use switchyard_shared::config::{ClusterConfig, ClusterMode, ConfigError};
 use switchyard_shared::store::{
-    BreakerParams, HealthPolicy, RedisState, RedisStore, RedisStoreConfig, StoreObserver,
+    HealthPolicy, RedisState, RedisStore, RedisStoreConfig, StoreObserver,
 };
 use tokio::sync::mpsc;
 
-pub use change::{LocalChange, Stamped};
+pub use crate::actors::change::{
+    self, BREAKER_WINDOW_MS, LocalChange, Stamped, StatePublisher, breaker_params,
+};
 
 use crate::metrics::cluster::{ClusterMetrics, EventResult};
 use replay::ReplayQueue;
@@ -51,26 +46,14 @@ pub const WRITER_QUEUE: usize = 4096;
 /// Local changes kept while Redis is unreachable (oldest dropped first).
 pub const REPLAY_CAPACITY: usize = 10_000;
 
-/// The failure window of the shared breaker. The local breaker has no window (it forgets one
-/// failure per success); the shared one forgets failures older than this.
-pub const BREAKER_WINDOW_MS: Millis = 60_000;
+impl StatePublisher for Cluster {
+    fn publish(&self, change: LocalChange) {
+        self.emit(change);
+    }
 
-/// Where the cluster tasks find the current runtime (it may be swapped by a config reload).
-pub type RuntimeSource = Arc<dyn Fn() -> Arc<crate::runtime::Runtime> + Send + Sync>;
-
-/// Starts the cluster tasks on the current tokio runtime: the writer, the event subscriber
-/// with its resyncs, and the heartbeat. Call once per process.
-pub fn start(cluster: &Arc<Cluster>, runtime: RuntimeSource) {
-    let started_at_ms = wall_ms();
-    tokio::spawn(writer::run(cluster.clone(), runtime.clone()));
-    tokio::spawn(sync::run(cluster.clone(), runtime.clone()));
-    tokio::spawn(membership::run(cluster.clone(), runtime, started_at_ms));
-    cluster.metrics.set_degraded(true);
-    tracing::info!(
-        node_id = %cluster.node_id,
-        redis = %cluster.config.redis_url,
-        "cluster mode: redis"
-    );
+    fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64> {
+        Cluster::take_probe(self, provider, local)
+    }
 }
 
 /// This node's membership in a redis-mode cluster.
@@ -298,18 +281,6 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// The shared breaker's parameters for a provider's profile.
-pub fn breaker_params(profile: &BreakerProfile) -> BreakerParams {
-    BreakerParams {
-        failure_threshold: profile.failure_threshold,
-        window_ms: BREAKER_WINDOW_MS.max(profile.reset_timeout_ms),
-        reset_timeout_ms: profile.reset_timeout_ms,
-        max_reset_timeout_ms: profile
-            .reset_timeout_ms
-            .saturating_mul(u64::from(profile.max_backoff_multiplier.max(1))),
-    }
-}
-
 /// Wall-clock epoch milliseconds (event timestamps, propagation delay).
 pub fn wall_ms() -> u64 {
     std::time::SystemTime::now()
@@ -324,6 +295,8 @@ fn random_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    use switchyard_shared::breaker::BreakerProfile;
+
     use super::*;
 
     #[test]

@@ -14,7 +14,7 @@ use switchyard_shared::store::ProbeGrant;
 
 use super::Cluster;
 use crate::actors::Admitted;
-use crate::state::ProviderHandle;
+use crate::actors::ProviderHandle;
 
 /// Shortest wait before asking Redis again after a denial.
 const MIN_DENIAL_MS: Millis = 100;

@@ -48,3 +48,31 @@ pub async fn actor_restarts(rt: Rt) -> HttpResponse {
     HttpResponse::Ok()
         .json(serde_json::json!({"restarts": rt.actor_stats.restarts.load(Ordering::Relaxed)}))
 }
+
+/// `GET /metrics` (admin listener, no authentication): the text exposition format.
+pub async fn scrape(rt: Rt) -> HttpResponse {
+    let text = rt.metrics.encode().and_then(|mut text| {
+        // The cluster families live in the cluster's own registry (it outlives a runtime).
+        if let Some(cluster) = &rt.cluster {
+            let mut buf = Vec::new();
+            prometheus::Encoder::encode(
+                &prometheus::TextEncoder::new(),
+                &cluster.metrics.registry().gather(),
+                &mut buf,
+            )?;
+            text.push_str(&String::from_utf8_lossy(&buf));
+        }
+        Ok(text)
+    });
+    match text {
+        Ok(text) => HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4; charset=utf-8")
+            .body(text),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode metrics");
+            HttpResponse::InternalServerError()
+                .content_type("text/plain")
+                .body("metrics unavailable")
+        }
+    }
+}

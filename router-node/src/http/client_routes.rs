@@ -146,7 +146,7 @@ async fn json_or_error(
         Ok(routed) => {
             let resp = json_response(&routed, &request_id);
             access_log_ok(&request_id, &route_req, &routed, started, None);
-            rt.metrics.routed_json(&routed);
+            record_usage(&rt, &routed);
             drop(routed);
             timer.finish_with(resp, route_req.upstream_wait.get())
         }
@@ -274,7 +274,7 @@ fn committed_response(
         // The upstream answered a stream request with JSON: pass it through as is.
         let resp = json_response(&routed, &request_id);
         access_log_ok(&request_id, route_req, &routed, started, None);
-        rt.metrics.routed_json(&routed);
+        record_usage(&rt, &routed);
         return timer.finish_with(resp, route_req.upstream_wait.get());
     }
     let log = (request_id.clone(), started);
@@ -550,5 +550,14 @@ impl Drop for InflightGuard {
             .stats
             .inflight
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Records the token usage of a routed JSON answer.
+fn record_usage(rt: &Runtime, routed: &Routed) {
+    if let RoutedBody::Json(ok) = &routed.body
+        && let Some(usage) = &ok.usage
+    {
+        rt.metrics.usage(routed.provider.idx, &routed.model, usage);
     }
 }

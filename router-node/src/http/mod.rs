@@ -1,11 +1,12 @@
 //! The HTTP edge: listeners, handlers, ingress checks, authentication and error envelopes.
 
 pub mod admin_routes;
-pub mod auth;
-pub mod body;
 pub mod client_routes;
-pub mod errors;
 pub mod fallback;
 pub mod ingress;
-pub mod scrub;
+pub mod leases;
 pub mod server;
+
+// The client-facing vocabulary moved below the request path; kept reachable here for the
+// listeners.
+pub use crate::api::{auth, body, errors, scrub};

@@ -27,7 +27,7 @@ pub fn bind(
     let admin_addr = cfg.admin_listen_addr().map_err(std::io::Error::other)?;
 
     // Cluster-wide max_concurrent: capped gates follow the blocks leased from Redis.
-    crate::caps::permits::start(&cell);
+    crate::cluster_sync::permits::start(&cell);
     let data = web::Data::from(cell);
     let client = HttpServer::new({
         let data = data.clone();
@@ -43,7 +43,7 @@ pub fn bind(
                 .route("/v1/models", web::get().to(client_routes::models))
                 .route(
                     "/api/v1/session-leases",
-                    web::post().to(crate::leases::handler::session_leases),
+                    web::post().to(super::leases::session_leases),
                 )
                 .default_service(web::to(fallback::not_found))
         }
@@ -68,7 +68,7 @@ pub fn bind(
             .app_data(data.clone())
             .route("/healthz", web::get().to(admin_routes::healthz))
             .route("/readyz", web::get().to(admin_routes::readyz))
-            .route("/metrics", web::get().to(crate::metrics::scrape))
+            .route("/metrics", web::get().to(super::admin_routes::scrape))
             .configure(crate::admin::configure)
             .default_service(web::to(crate::admin::not_found));
         if test_hooks {

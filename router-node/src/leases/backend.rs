@@ -14,7 +14,7 @@ use switchyard_shared::store::{
     EmbeddedLeases, FenceCheck, LeaseAcquire, LeaseInfo, RedisStore, StoreError,
 };
 
-use crate::runtime::Runtime;
+use crate::runtime::RoutingTable;
 
 /// The lease service cannot answer (Redis down or too slow): fail closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum Backend<'a> {
 }
 
 impl<'a> Backend<'a> {
-    pub fn of(rt: &'a Runtime) -> Self {
+    pub fn of(rt: &'a RoutingTable) -> Self {
         match &rt.cluster {
             Some(c) => Backend::Redis(&c.store),
             None => Backend::Embedded {

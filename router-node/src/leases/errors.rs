@@ -8,7 +8,7 @@ use serde_json::json;
 use switchyard_shared::Millis;
 
 use super::policy::capacity_retry_after_secs;
-use crate::http::errors::{ErrorSource, GatewayError};
+use crate::api::errors::{ErrorSource, GatewayError};
 
 /// The `type` of every lease error.
 pub const LEASE_ERROR: &str = "lease_error";
@@ -152,7 +152,7 @@ pub fn service_unavailable() -> GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::errors::ClientFormat;
+    use crate::api::errors::ClientFormat;
 
     #[test]
     fn capacity_body_matches_the_reference_shape() {

@@ -14,9 +14,9 @@ use switchyard_shared::store::FenceCheck;
 use super::backend::Backend;
 use super::policy::{find_owned, parse_generation, valid_owner_token};
 use super::{GENERATION_HEADER, LeaseClaim, OWNER_HEADER, errors};
-use crate::http::auth::ClientKey;
-use crate::http::errors::GatewayError;
-use crate::runtime::Runtime;
+use crate::api::auth::ClientKey;
+use crate::api::errors::GatewayError;
+use crate::runtime::RoutingTable;
 
 /// Whether a key holds exclusive session leases.
 pub fn is_lease_key(key: &ClientKey) -> bool {
@@ -25,7 +25,7 @@ pub fn is_lease_key(key: &ClientKey) -> bool {
 
 /// The lease claim of an inference request, `Ok(None)` for an ordinary request.
 pub async fn claim(
-    rt: &Runtime,
+    rt: &RoutingTable,
     headers: &HeaderMap,
     key: Option<&ClientKey>,
 ) -> Result<Option<LeaseClaim>, GatewayError> {
@@ -85,7 +85,11 @@ pub async fn claim(
 }
 
 /// The dispatch fence: the claim still holds the live lease of `connection`.
-pub async fn check(rt: &Runtime, claim: &LeaseClaim, connection: &str) -> Result<(), GatewayError> {
+pub async fn check(
+    rt: &RoutingTable,
+    claim: &LeaseClaim,
+    connection: &str,
+) -> Result<(), GatewayError> {
     if connection != claim.connection {
         rt.metrics.lease_op("fence", "mismatch");
         return Err(errors::connection_mismatch());

@@ -11,7 +11,8 @@
 //! - [`backend`]: the two stores behind one set of operations — the in-process table in
 //!   embedded mode and the Lua scripts in Redis in cluster mode. With Redis unreachable every
 //!   operation fails, and callers fail **closed** (503 `LEASE_SERVICE_UNAVAILABLE`).
-//! - [`handler`]: `POST /api/v1/session-leases` (acquire, renew, release).
+//! - `POST /api/v1/session-leases` (acquire, renew, release) is served by
+//!   [`crate::http::leases`].
 //! - [`fence`]: the inference side: the lease headers become a [`LeaseClaim`] at ingress, and
 //!   the claim is fenced right before every upstream dispatch.
 //! - [`errors`]: the `lease_error` bodies clients see.
@@ -23,54 +24,14 @@
 pub mod backend;
 pub mod errors;
 pub mod fence;
-pub mod handler;
 pub mod policy;
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-
-use switchyard_shared::config::{Config, SCOPE_LEASE_EXCLUSIVE};
+pub use crate::state::LeasePolicy;
 
 /// The header that carries the client's lease owner token.
 pub const OWNER_HEADER: &str = "x-switchyard-lease-owner";
 /// The header that carries the lease generation on inference requests.
 pub const GENERATION_HEADER: &str = "x-switchyard-lease-generation";
-
-/// What the config says about leases, computed once per runtime.
-#[derive(Debug, Clone, Default)]
-pub struct LeasePolicy {
-    /// Connections listed by any `lease:exclusive` key: only leased requests may use them.
-    managed: BTreeSet<Arc<str>>,
-    /// The same set as a list, for looking up an owner's lease in one store round trip.
-    managed_list: Vec<String>,
-}
-
-impl LeasePolicy {
-    pub fn from_config(config: &Config) -> Self {
-        let managed: BTreeSet<Arc<str>> = config
-            .api_keys
-            .iter()
-            .filter(|k| k.scopes.iter().any(|s| s == SCOPE_LEASE_EXCLUSIVE))
-            .flat_map(|k| k.allowed_connections.iter())
-            .map(|c| Arc::from(c.as_str()))
-            .collect();
-        let managed_list = managed.iter().map(|c| c.to_string()).collect();
-        Self {
-            managed,
-            managed_list,
-        }
-    }
-
-    /// Whether ordinary (non-leased) routing must leave this connection alone.
-    pub fn is_managed(&self, connection: &str) -> bool {
-        !self.managed.is_empty() && self.managed.contains(connection)
-    }
-
-    /// Every managed connection id.
-    pub fn managed(&self) -> &[String] {
-        &self.managed_list
-    }
-}
 
 /// A leased inference request: who claims which lease. Built at ingress, fenced before every
 /// dispatch.

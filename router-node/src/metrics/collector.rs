@@ -16,8 +16,8 @@ use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricT
 
 use super::labels::{ActorKind, BreakerLabel, ConnectionState, CooldownReason};
 use crate::actors::ActorStats;
+use crate::actors::{ConnHandle, ProviderHandle};
 use crate::clock::Clock;
-use crate::state::{ConnHandle, ProviderHandle};
 
 /// One family's description.
 struct Family {

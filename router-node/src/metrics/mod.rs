@@ -13,7 +13,7 @@
 //!   usage adds one map lookup by model name) ([`Metrics`], [`RequestTimer`]).
 //! - **Computed at scrape time** from the snapshots the actors publish and the atomics the hot
 //!   path already keeps (`collector.rs`): breaker and connection state, lockouts, queue depth,
-//!   in-flight permits, and the counters the actors keep on the handles (`counts.rs`).
+//!   in-flight permits, and the counters the actors keep on the handles ([`crate::counters`]).
 //!
 //! Conventions: the `switchyard_` prefix, base units (seconds, tokens), `_total` on counters,
 //! and labels from closed sets only ([`labels`]): configured provider, connection and model
@@ -38,8 +38,7 @@
 
 pub mod cluster;
 mod collector;
-mod counts;
-pub mod labels;
+pub use crate::counters::labels;
 mod timed_body;
 
 #[cfg(test)]
@@ -48,10 +47,9 @@ mod tests;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::{Duration, Instant};
 
-use actix_web::HttpResponse;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -60,18 +58,17 @@ use switchyard_shared::Millis;
 use switchyard_shared::config::Config;
 use switchyard_shared::sse::Usage;
 
+pub use crate::counters::{CooldownCounts, TransitionCounts};
+pub use crate::upstream::wait::{UpstreamWait, WaitTimer};
 pub use collector::StateCollector;
-pub use counts::{CooldownCounts, TransitionCounts};
 use labels::{
-    AbortKind, FallbackReason, OTHER, RejectionType, Route, SkipReason, StatusClass, TokenType,
+    AbortKind, FallbackReason, OTHER, RejectionType, Route, SkipLabel, SkipReason, StatusClass,
+    TokenType,
 };
 
 use crate::actors::ActorStats;
+use crate::actors::{ConnHandle, ProviderHandle};
 use crate::clock::Clock;
-use crate::reload::Rt;
-use crate::routing::report::TargetSkip;
-use crate::routing::{Routed, RoutedBody};
-use crate::state::{ConnHandle, ProviderHandle};
 use crate::upstream::{AttemptResult, StreamEnd};
 
 /// Buckets of request, upstream and time-to-first-content durations: 5 ms to 10 min (LLM
@@ -93,51 +90,13 @@ pub const QUEUE_WAIT_BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-/// The time one request spent waiting on upstream attempts, summed over its attempts.
-#[derive(Debug, Default)]
-pub struct UpstreamWait(AtomicU64);
-
-impl UpstreamWait {
-    pub fn add(&self, d: Duration) {
-        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.0.fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-
-    /// Counts the time until the returned guard is dropped.
-    pub fn timer(&self) -> WaitTimer<'_> {
-        WaitTimer {
-            wait: self,
-            started: Instant::now(),
-        }
-    }
-}
-
-/// Adds the time from its creation to its drop to a request's upstream wait: around each
-/// await on the upstream, so a cancelled attempt (a combo timeout drops the whole dispatch
-/// mid-attempt) still counts what it waited.
-#[derive(Debug)]
-pub struct WaitTimer<'a> {
-    wait: &'a UpstreamWait,
-    started: Instant,
-}
-
-impl Drop for WaitTimer<'_> {
-    fn drop(&mut self) {
-        self.wait.add(self.started.elapsed());
-    }
-}
-
 /// Skip counters, shared with each request's routing report.
 #[derive(Debug)]
 pub struct SkipCounters([IntCounter; SkipReason::COUNT]);
 
 impl SkipCounters {
     /// Counts one skipped target.
-    pub fn record(&self, skip: &TargetSkip) {
+    pub fn record(&self, skip: &impl SkipLabel) {
         if let Some(c) = self.0.get(SkipReason::of(skip).index()) {
             c.inc();
         }
@@ -545,15 +504,6 @@ impl Metrics {
         result
     }
 
-    /// Records the token usage of a routed JSON answer.
-    pub fn routed_json(&self, routed: &Routed) {
-        if let RoutedBody::Json(ok) = &routed.body
-            && let Some(usage) = &ok.usage
-        {
-            self.usage(routed.provider.idx, &routed.model, usage);
-        }
-    }
-
     /// Records the end of a committed stream: its upstream duration, usage and watchdog.
     pub fn stream_end(&self, provider: usize, model: &str, end: &StreamEnd) {
         if let Some(p) = self.providers.get(provider) {
@@ -600,8 +550,8 @@ impl Metrics {
     }
 
     /// Counts a concurrency-gate or request-queue rejection (other skips are ignored).
-    pub fn rejected(&self, skip: &TargetSkip) {
-        if let TargetSkip::Saturated { code, .. } = skip {
+    pub fn rejected(&self, skip: &impl SkipLabel) {
+        if let Some(code) = skip.rejection_code() {
             self.count(&self.rejections, RejectionType::of_code(code).index());
         }
     }
@@ -688,29 +638,5 @@ impl Drop for RequestTimer {
             h.observe(self.started.elapsed().as_secs_f64());
         }
         m.in_flight.dec();
-    }
-}
-
-/// `GET /metrics` (admin listener, no authentication): the text exposition format.
-pub async fn scrape(rt: Rt) -> HttpResponse {
-    let text = rt.metrics.encode().and_then(|mut text| {
-        // The cluster families live in the cluster's own registry (it outlives a runtime).
-        if let Some(cluster) = &rt.cluster {
-            let mut buf = Vec::new();
-            TextEncoder::new().encode(&cluster.metrics.registry().gather(), &mut buf)?;
-            text.push_str(&String::from_utf8_lossy(&buf));
-        }
-        Ok(text)
-    });
-    match text {
-        Ok(text) => HttpResponse::Ok()
-            .content_type("text/plain; version=0.0.4; charset=utf-8")
-            .body(text),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot encode metrics");
-            HttpResponse::InternalServerError()
-                .content_type("text/plain")
-                .body("metrics unavailable")
-        }
     }
 }

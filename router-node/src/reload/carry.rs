@@ -51,11 +51,11 @@ pub(super) fn warn_restart_only(old: &Config, next: &Config) {
 pub(super) fn carry_node_state(old: &Runtime, next: &mut Runtime) {
     next.lifecycle = old.lifecycle.clone();
     next.stats = old.stats.clone();
-    next.actor_stats = old.actor_stats.clone();
+    next.table.actor_stats = old.actor_stats.clone();
     next.node_id = old.node_id.clone();
     // `[cluster]` is restart-only: the node keeps its store connection, subscriber and
     // identity (boot id) across reloads, so peers never see it as a new node.
-    next.cluster = old.cluster.clone();
+    next.table.cluster = old.cluster.clone();
 }
 
 /// A memory-only persisted settings layer (no state directory) exists only in the old

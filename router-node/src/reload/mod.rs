@@ -125,7 +125,7 @@ impl RuntimeCell {
         let breakers = carry_resilience_state(&old, &next).await;
         let counts = Diff::of(&old, &next);
         let next = Arc::new(next);
-        crate::caps::permits::prepare(&next);
+        crate::caps::gates::prepare(&next);
         crate::actors::start_actors_seeded(
             &next.providers,
             &next.connections,
@@ -163,7 +163,7 @@ impl RuntimeCell {
             next.clock,
             next.actor_stats.clone(),
         ) {
-            Ok(metrics) => next.metrics = Arc::new(metrics),
+            Ok(metrics) => next.table.metrics = Arc::new(metrics),
             Err(e) => {
                 tracing::error!("config reload: metrics restart from zero: {e}");
                 if let Err(e) = next

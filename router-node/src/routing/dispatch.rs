@@ -21,13 +21,12 @@ use super::pipeline::{self, Permits, RequestCtx};
 use super::report::Report;
 use super::terminal;
 use super::translation::Translation;
-use crate::http::auth::ClientKey;
-use crate::http::body::ParsedBody;
-use crate::http::errors::{ClientFormat, GatewayError};
-use crate::metrics::UpstreamWait;
-use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
-use crate::upstream::{CommittedStream, JsonSuccess};
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::auth::ClientKey;
+use crate::api::body::ParsedBody;
+use crate::api::errors::{ClientFormat, GatewayError};
+use crate::runtime::RoutingTable;
+use crate::upstream::{CommittedStream, JsonSuccess, UpstreamWait};
 
 /// Default global cap of attempts for one request (the reference's `MAX_GLOBAL_ATTEMPTS`).
 const DEFAULT_MAX_ATTEMPTS: u32 = 30;
@@ -88,7 +87,7 @@ pub struct Routed {
 
 /// Routes a request to completion of its dispatch (for streams: to the commit point). A combo
 /// with `combo_timeout_ms` gets 504 `COMBO_TIMEOUT` when the whole dispatch takes longer.
-pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, GatewayError> {
+pub async fn route(rt: &RoutingTable, req: &RouteRequest) -> Result<Routed, GatewayError> {
     let resolved = rt
         .index
         .resolve(&req.body.model)
@@ -105,7 +104,7 @@ pub async fn route(rt: &Arc<Runtime>, req: &RouteRequest) -> Result<Routed, Gate
 }
 
 async fn route_resolved(
-    rt: &Arc<Runtime>,
+    rt: &RoutingTable,
     req: &RouteRequest,
     resolved: Resolved,
 ) -> Result<Routed, GatewayError> {
@@ -181,7 +180,7 @@ pub fn target_key(t: &Target) -> String {
 
 /// The order in which to try targets: the combo's strategy, or the single direct target.
 fn order_targets(
-    rt: &Runtime,
+    rt: &RoutingTable,
     targets: &[Target],
     strategy: Option<Strategy>,
     combo: Option<&str>,

@@ -1,7 +1,6 @@
 //! Routing: from a client model name to a successful upstream dispatch, or to an error that
 //! says why for every target.
 
-pub mod affinity;
 pub mod dispatch;
 pub mod observe;
 pub mod pipeline;

@@ -20,9 +20,9 @@ use switchyard_shared::restatement;
 
 use super::report::UpstreamFailure;
 use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess, ProbeGuard};
-use crate::http::scrub::scrub_text;
-use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::scrub::scrub_text;
+use crate::runtime::RoutingTable;
 use crate::upstream::AttemptFailure;
 
 /// The policy's reading of a failed attempt.
@@ -35,7 +35,7 @@ pub struct Judged {
 /// Restates, classifies and reports a failed attempt; returns what the router needs next.
 #[allow(clippy::too_many_arguments)]
 pub fn on_failure(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     conn: &ConnHandle,
     model: &Arc<str>,
@@ -52,7 +52,7 @@ pub fn on_failure(
 /// A committed stream failed later: the breaker already counted the attempt (a success at the
 /// commit point), so only the connection learns about it.
 pub fn after_commit_failure(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     conn: &ConnHandle,
     model: &Arc<str>,
@@ -66,7 +66,7 @@ pub fn after_commit_failure(
 
 #[allow(clippy::too_many_arguments)]
 fn judge(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     conn: &ConnHandle,
     model: &Arc<str>,
@@ -232,7 +232,7 @@ fn judge(
 
 /// Reports a success to whoever has something to clear; nothing on the steady-state path.
 pub fn on_success(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     conn: &ConnHandle,
     model: &Arc<str>,
@@ -263,7 +263,7 @@ pub fn on_success(
 /// while the breaker has failures to forget. The outcome settles a probe; an outcome that is
 /// not sent drops the probe, which hands its lease back.
 pub fn report_breaker(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     outcome: BreakerOutcome,
     probe: Option<ProbeGuard>,

@@ -12,6 +12,7 @@ use switchyard_shared::admission::{
 };
 
 use crate::metrics::SkipCounters;
+use crate::metrics::labels::SkipLabel;
 
 /// The last upstream failure seen, returned to the client when no target succeeded.
 #[derive(Debug, Clone)]
@@ -55,6 +56,19 @@ pub enum TargetSkip {
     },
     /// Attempts were made and failed.
     Failed,
+}
+
+impl SkipLabel for TargetSkip {
+    fn reason(&self) -> &'static str {
+        TargetSkip::reason(self)
+    }
+
+    fn rejection_code(&self) -> Option<&'static str> {
+        match self {
+            Self::Saturated { code, .. } => Some(code),
+            _ => None,
+        }
+    }
 }
 
 impl TargetSkip {

@@ -13,8 +13,8 @@ use switchyard_shared::admission::{BlockedConnection, ConnectionBlock, CoolingSc
 use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
 
-use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::runtime::RoutingTable;
 
 /// The eligible connections of a target and why the others were left out.
 #[derive(Debug, Default)]
@@ -29,7 +29,7 @@ pub struct Eligibility {
 /// session lease, so connections reserved for leases are not left out.
 #[allow(clippy::too_many_arguments)]
 pub fn eligible(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     model: &str,
     pinned: Option<&str>,
@@ -128,7 +128,7 @@ fn candidate(conn: &ConnHandle, provider: &ProviderHandle, backoff_level: u32) -
 
 /// Picks one candidate: the session pin when it is eligible, else the provider's strategy.
 pub fn pick(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     candidates: &[Candidate],
     session: Option<&str>,

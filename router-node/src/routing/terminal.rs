@@ -12,8 +12,8 @@ use switchyard_shared::config::ResolveError;
 use switchyard_shared::strategy::Strategy;
 
 use super::report::{Report, TargetSkip};
-use crate::http::errors::{ErrorSource, GatewayError};
-use crate::runtime::Runtime;
+use crate::api::errors::{ErrorSource, GatewayError};
+use crate::runtime::RoutingTable;
 
 /// After a pass that produced no response.
 pub enum AfterPass {
@@ -135,7 +135,7 @@ pub fn default_type_code(status: u16) -> (&'static str, &'static str) {
 
 /// Decides what follows a pass in which nothing succeeded.
 pub fn after_pass(
-    rt: &Runtime,
+    rt: &RoutingTable,
     report: &Report,
     is_combo: bool,
     strategy: Option<Strategy>,
@@ -264,7 +264,7 @@ pub fn after_pass(
 }
 
 fn combo_after_pass(
-    rt: &Runtime,
+    rt: &RoutingTable,
     report: &Report,
     strategy: Option<Strategy>,
     waits: u32,

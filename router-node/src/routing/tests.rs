@@ -16,8 +16,8 @@ use tokio::net::TcpListener;
 
 use super::{RouteRequest, route};
 use crate::actors::{self, GetBreaker, GetBreakerStatus};
-use crate::http::body::parse_body;
-use crate::http::errors::ClientFormat;
+use crate::api::body::parse_body;
+use crate::api::errors::ClientFormat;
 use crate::runtime::Runtime;
 
 /// An upstream that answers every request with `response` (a full HTTP/1.1 message) and

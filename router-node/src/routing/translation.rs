@@ -18,8 +18,8 @@ use switchyard_shared::translate::{
     self, StreamTranslator, TranslateContext, TranslateError, TranslateOptions,
 };
 
-use crate::http::body::ParsedBody;
-use crate::http::errors::{ClientFormat, ErrorSource, GatewayError};
+use crate::api::body::ParsedBody;
+use crate::api::errors::{ClientFormat, ErrorSource, GatewayError};
 
 /// How one target is reached from the client's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,11 +1,13 @@
 //! Shared, read-mostly state of providers and connections (handles, snapshots, gates, queues).
 
-pub mod conn;
+pub mod affinity;
 pub mod gate;
-pub mod provider;
+pub mod lease_policy;
 pub mod queue;
+pub mod settings_store;
 
-pub use conn::{ConnHandle, ConnSnapshot};
+pub use affinity::Affinity;
 pub use gate::Gate;
-pub use provider::{BreakerSnapshot, ProviderHandle};
+pub use lease_policy::LeasePolicy;
 pub use queue::{QueuePermit, RequestQueue};
+pub use settings_store::SettingsStore;

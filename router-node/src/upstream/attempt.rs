@@ -37,8 +37,8 @@ use super::headers;
 use super::request::{self, AttemptRequest};
 use super::sse_format;
 use super::stream::{CommittedStream, LiveStream, UpstreamBody};
+use super::wait::UpstreamWait;
 use crate::clock::Clock;
-use crate::metrics::UpstreamWait;
 
 /// An error body is read for at most this long (bounded by the deadline too).
 pub const ERROR_BODY_READ_MS: Millis = 10_000;

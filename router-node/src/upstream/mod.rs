@@ -26,6 +26,7 @@ pub mod client;
 mod headers;
 mod request;
 mod stream;
+pub mod wait;
 
 #[cfg(test)]
 mod tests;
@@ -36,10 +37,11 @@ pub use attempt::{
 };
 pub use request::{AttemptRequest, endpoint_url, watch_config};
 pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, OnFinish, StreamEnd};
+pub use wait::UpstreamWait;
 
 use switchyard_shared::sse::Format;
 
-use crate::http::errors::ClientFormat;
+use crate::api::errors::ClientFormat;
 
 /// The SSE wire format of a client format (the tap parses and frames in it).
 pub fn sse_format(format: ClientFormat) -> Format {

@@ -14,9 +14,10 @@ use switchyard_shared::Millis;
 use switchyard_shared::config::{ProviderFormat, ProviderTimeouts};
 use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
 
+pub use crate::actors::handles::endpoint_url;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::errors::ClientFormat;
 use crate::clock::Clock;
-use crate::http::errors::ClientFormat;
-use crate::state::{ConnHandle, ProviderHandle};
 
 /// The Anthropic API version sent when the client did not name one.
 pub(super) const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -49,19 +50,6 @@ pub fn watch_config(timeouts: &ProviderTimeouts, throughput: ThroughputSettings)
         stall_ms: timeouts.idle_ms,
         throughput,
     }
-}
-
-/// `base_url` without trailing slashes, plus the format's endpoint path.
-pub fn endpoint_url(base_url: &str, format: ClientFormat) -> String {
-    let path = match format {
-        ClientFormat::OpenAiChat => "/chat/completions",
-        ClientFormat::OpenAiResponses => "/responses",
-        ClientFormat::Anthropic => "/messages",
-    };
-    let mut url = String::with_capacity(base_url.len() + path.len());
-    url.push_str(base_url.trim_end_matches('/'));
-    url.push_str(path);
-    url
 }
 
 /// Headers the caller may never forward: credentials, cookies, and what we set ourselves or

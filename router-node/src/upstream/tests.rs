@@ -21,9 +21,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::*;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::errors::ClientFormat;
 use crate::clock::Clock;
-use crate::http::errors::ClientFormat;
-use crate::state::{ConnHandle, ProviderHandle, RequestQueue};
+use crate::state::RequestQueue;
 
 // ---- the scripted upstream -----------------------------------------------------------------
 

@@ -7,11 +7,11 @@ use switchyard_shared::Millis;
 
 use super::permits::queue_enabled;
 use super::{RequestCtx, TargetCtx};
-use crate::http::errors::GatewayError;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::errors::GatewayError;
 use crate::routing::dispatch::{RouteRequest, RoutedBody};
 use crate::routing::{terminal, translation};
-use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
+use crate::runtime::RoutingTable;
 use crate::upstream::{self, AttemptFailure, AttemptRequest, AttemptResult};
 
 /// What one attempt produced.
@@ -43,7 +43,7 @@ pub fn count(
 
 /// One upstream attempt on `conn`, timed for the metrics and the request's upstream wait.
 pub async fn attempt(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     ctx: &TargetCtx,
     conn: &Arc<ConnHandle>,
@@ -84,7 +84,7 @@ pub async fn attempt(
 /// The absolute deadline of one attempt: the provider's attempt ceiling and, for queued
 /// connections, the execution budget.
 fn attempt_deadline(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &ProviderHandle,
     conn: &ConnHandle,
     now: Millis,

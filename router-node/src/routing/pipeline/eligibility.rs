@@ -8,17 +8,17 @@ use switchyard_shared::config::Target;
 
 use super::{RequestCtx, Step, TargetCtx};
 use crate::actors::{self, Admitted, ProbeGuard};
-use crate::http::errors::GatewayError;
+use crate::actors::{ConnHandle, ProviderHandle};
+use crate::api::errors::GatewayError;
 use crate::routing::dispatch::{RouteRequest, target_key};
 use crate::routing::report::TargetSkip;
 use crate::routing::{select, translation};
-use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle};
+use crate::runtime::RoutingTable;
 
 /// The target's provider and its body in the provider's wire format. A parameter that format
 /// cannot carry is the client's error (400 naming it), whatever state the provider is in.
 pub fn prepare(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     target: &Target,
 ) -> Result<Step<TargetCtx>, GatewayError> {
@@ -51,7 +51,7 @@ pub fn prepare(
 /// The provider-level gates: the optional windowed provider cooldown, then the breaker. A
 /// breaker due for a probe admits this request as the probe (locally, then cluster-wide).
 pub async fn breaker_gate(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &Arc<ProviderHandle>,
 ) -> Step<Option<ProbeGuard>> {
     let now = rt.clock.now();
@@ -93,7 +93,7 @@ pub async fn breaker_gate(
 /// lease's allowed connections), then the pin or the connection strategy. With none left, the
 /// reason says why, most specific first.
 pub fn pick_connection(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     ctx: &mut TargetCtx,
     rc: &RequestCtx,

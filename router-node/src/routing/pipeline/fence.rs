@@ -6,11 +6,11 @@
 
 use switchyard_shared::Millis;
 
-use crate::http::errors::GatewayError;
+use crate::actors::ConnHandle;
+use crate::api::errors::GatewayError;
 use crate::leases;
 use crate::routing::dispatch::RouteRequest;
-use crate::runtime::Runtime;
-use crate::state::ConnHandle;
+use crate::runtime::RoutingTable;
 
 /// When the lease was last found valid; `None` for a request without a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ impl Fenced {
 
 /// The fence before permits. Ordinary requests pass without a store round trip.
 pub async fn before_permits(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     conn: &ConnHandle,
 ) -> Result<Fenced, GatewayError> {
@@ -39,7 +39,7 @@ pub async fn before_permits(
 
 /// The fence at dispatch time: checked again unless no time has passed since `fenced`.
 pub async fn at_dispatch(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     conn: &ConnHandle,
     fenced: Fenced,

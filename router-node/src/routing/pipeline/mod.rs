@@ -40,9 +40,9 @@ use super::dispatch::{RouteRequest, Routed};
 use super::report::{Report, TargetSkip};
 use super::translation::Translation;
 use crate::actors::ProbeGuard;
-use crate::http::errors::{ClientFormat, GatewayError};
-use crate::runtime::Runtime;
-use crate::state::ProviderHandle;
+use crate::actors::ProviderHandle;
+use crate::api::errors::{ClientFormat, GatewayError};
+use crate::runtime::RoutingTable;
 
 /// What one request carries from target to target.
 #[derive(Default)]
@@ -100,7 +100,7 @@ pub enum Next {
 
 /// Tries one target over its eligible connections. `Ok(None)`: move on (reason recorded).
 pub async fn run_target(
-    rt: &Arc<Runtime>,
+    rt: &RoutingTable,
     req: &RouteRequest,
     rc: &mut RequestCtx,
     target: &Target,

@@ -9,12 +9,12 @@ use switchyard_shared::outcome::RetryClass;
 use switchyard_shared::strategy::stable_hash;
 
 use super::{Next, Permits, RequestCtx, TargetCtx};
+use crate::actors::ConnHandle;
 use crate::actors::{self, Admitted};
 use crate::routing::dispatch::{RouteRequest, Routed, RoutedBody};
 use crate::routing::report::TargetSkip;
 use crate::routing::{observe, terminal};
-use crate::runtime::Runtime;
-use crate::state::ConnHandle;
+use crate::runtime::RoutingTable;
 use crate::upstream::AttemptFailure;
 
 /// A successful attempt and what it holds until the response is finished.
@@ -29,7 +29,7 @@ pub struct Success {
 /// Reports the success (settling a probe), pins the session and feeds the strategy; the
 /// permits travel on with the response.
 pub fn on_success(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     mut ctx: TargetCtx,
     rc: &RequestCtx,
@@ -69,7 +69,7 @@ pub fn on_success(
 /// the failure allows a fallback and the breaker still admits the target, else leave the
 /// target, or fail the request when the failure must reach the client as it is.
 pub async fn on_failure(
-    rt: &Runtime,
+    rt: &RoutingTable,
     req: &RouteRequest,
     ctx: &mut TargetCtx,
     rc: &mut RequestCtx,
@@ -109,7 +109,7 @@ pub async fn on_failure(
 /// admission queues behind the observation, sees a failed probe's reopened breaker, and stops
 /// the request here instead of letting it reach the provider's other connections unadmitted.
 /// Otherwise the breaker may have opened on this failure: the snapshot is checked.
-async fn readmit(rt: &Runtime, ctx: &mut TargetCtx, was_probe: bool) -> Next {
+async fn readmit(rt: &RoutingTable, ctx: &mut TargetCtx, was_probe: bool) -> Next {
     let now = rt.clock.now();
     if was_probe {
         match actors::admit_probe(&ctx.provider, &rt.actor_stats, rt.clock, now).await {

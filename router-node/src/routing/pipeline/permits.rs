@@ -14,10 +14,11 @@ use switchyard_shared::outcome::ProviderCategory;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{RequestCtx, TargetCtx};
+use crate::actors::{ConnHandle, ProviderHandle};
 use crate::metrics::labels::FallbackReason;
 use crate::routing::report::TargetSkip;
-use crate::runtime::Runtime;
-use crate::state::{ConnHandle, ProviderHandle, QueuePermit};
+use crate::runtime::RoutingTable;
+use crate::state::QueuePermit;
 
 /// Permits and in-flight counts of one dispatched attempt, released exactly once on drop.
 pub struct Permits {
@@ -58,7 +59,7 @@ impl Drop for Permits {
 
 /// Queue admission then the composite gate. `Err`: the connection is saturated, with why.
 pub async fn acquire(
-    rt: &Runtime,
+    rt: &RoutingTable,
     provider: &Arc<ProviderHandle>,
     conn: &Arc<ConnHandle>,
     model: &str,
@@ -95,7 +96,7 @@ pub async fn acquire(
 
 /// The connection's request queue, then the cluster's requests-per-minute bucket within what
 /// is left of the same wait budget (the local queue paces this node, the bucket all nodes).
-async fn admit_queue(rt: &Runtime, conn: &Arc<ConnHandle>) -> Result<QueuePermit, TargetSkip> {
+async fn admit_queue(rt: &RoutingTable, conn: &Arc<ConnHandle>) -> Result<QueuePermit, TargetSkip> {
     let p = conn
         .queue
         .admit(&rt.clock)
@@ -135,7 +136,7 @@ fn gate_skip(e: SemaphoreError) -> TargetSkip {
 /// A saturated connection: counted, excluded for this request, and remembered as the
 /// target's reason should no other connection take the request.
 pub fn refused(
-    rt: &Runtime,
+    rt: &RoutingTable,
     ctx: &mut TargetCtx,
     rc: &mut RequestCtx,
     conn: &ConnHandle,
@@ -150,7 +151,7 @@ pub fn refused(
 
 /// Whether the connection's request queue applies: set on the connection (or by an operator),
 /// or by the setting that enables it for every API-key provider.
-pub fn queue_enabled(rt: &Runtime, provider: &ProviderHandle, conn: &ConnHandle) -> bool {
+pub fn queue_enabled(rt: &RoutingTable, provider: &ProviderHandle, conn: &ConnHandle) -> bool {
     let explicit = conn
         .load()
         .rate_limit_protection

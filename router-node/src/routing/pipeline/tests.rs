@@ -11,7 +11,8 @@ use switchyard_shared::config::Target;
 use super::attempt::{self, Attempted};
 use super::outcome::{self, Success};
 use super::{Next, RequestCtx, Step, TargetCtx, eligibility, fence, permits};
-use crate::http::errors::ClientFormat;
+use crate::actors::{BreakerSnapshot, ConnHandle};
+use crate::api::errors::ClientFormat;
 use crate::leases::LeaseClaim;
 use crate::routing::report::{TargetSkip, UpstreamFailure};
 use crate::routing::tests::{
@@ -19,7 +20,6 @@ use crate::routing::tests::{
     start_half_open,
 };
 use crate::runtime::Runtime;
-use crate::state::{BreakerSnapshot, ConnHandle};
 use crate::upstream::AttemptFailure;
 
 const CHAT: &str = r#"{"model":"p/m","messages":[{"role":"user","content":"hi"}]}"#;

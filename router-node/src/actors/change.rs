@@ -1,4 +1,5 @@
-//! What an actor hands to the cluster writer: one local state change to write and broadcast.
+//! What an actor hands to the cluster writer: one local state change to write and broadcast,
+//! through the narrow [`StatePublisher`] the actors are given.
 //!
 //! Why a type of its own: actors are synchronous and never wait on Redis, so they describe
 //! the change (in relative milliseconds, which mean the same on every node) and `try_send` it
@@ -8,9 +9,36 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
+use switchyard_shared::breaker::BreakerProfile;
 use switchyard_shared::lockout::{LockReason, LockTarget};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
 use switchyard_shared::store::BreakerParams;
+
+/// Where actors hand their local changes (in redis mode: the cluster writer). Actors know
+/// only this trait, so the actor layer never depends on how the cluster shares state.
+pub trait StatePublisher: Send + Sync + std::fmt::Debug {
+    /// Queues a local change for writing and broadcast; never waits.
+    fn publish(&self, change: LocalChange);
+    /// The cluster probe generation bound to local probe `local` of `provider`, removing the
+    /// binding (so a probe's outcome is fenced by the cluster's generation).
+    fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64>;
+}
+
+/// The failure window of the shared breaker. The local breaker has no window (it forgets one
+/// failure per success); the shared one forgets failures older than this.
+pub const BREAKER_WINDOW_MS: Millis = 60_000;
+
+/// The shared breaker's parameters for a local profile.
+pub fn breaker_params(profile: &BreakerProfile) -> BreakerParams {
+    BreakerParams {
+        failure_threshold: profile.failure_threshold,
+        window_ms: BREAKER_WINDOW_MS.max(profile.reset_timeout_ms),
+        reset_timeout_ms: profile.reset_timeout_ms,
+        max_reset_timeout_ms: profile
+            .reset_timeout_ms
+            .saturating_mul(u64::from(profile.max_backoff_multiplier.max(1))),
+    }
+}
 
 /// A change made by this node's actors.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,9 +23,9 @@ use std::time::Duration;
 use switchyard_shared::Millis;
 use switchyard_shared::store::local_share;
 
+use crate::actors::ConnHandle;
+use crate::caps::gates::{live_nodes, prepare};
 use crate::reload::RuntimeCell;
-use crate::runtime::Runtime;
-use crate::state::ConnHandle;
 use crate::state::gate::Gate;
 
 /// How long a node's block of permits outlives its last renewal (a killed node's permits
@@ -35,29 +35,6 @@ pub const PERMIT_TTL_MS: Millis = 3_000;
 const REBALANCE_MS: u64 = 100;
 /// How often new capped connections (after a reload) get their task.
 const SUPERVISE_MS: u64 = 1_000;
-
-/// The number of live nodes, for the fallback share without Redis.
-///
-/// The last known count from the heartbeats (at least 1; it keeps its last value while Redis
-/// is away, which is exactly when the fallback needs it).
-pub fn live_nodes(rt: &Runtime) -> u32 {
-    rt.cluster.as_ref().map_or(1, |c| c.live_nodes())
-}
-
-/// Empties the capped gates of a runtime about to serve (redis mode): it holds nothing until
-/// Redis grants a block. Called for the first runtime and for every reloaded one.
-pub fn prepare(rt: &Runtime) {
-    if rt.cluster.is_none() {
-        return;
-    }
-    for conn in rt
-        .connections
-        .iter()
-        .filter(|c| c.config.max_concurrent > 0)
-    {
-        conn.gate.shrink(conn.gate.limit());
-    }
-}
 
 /// Starts the leasing tasks (redis mode; nothing in embedded mode). Must run inside the
 /// node's async runtime, before the listeners accept requests.

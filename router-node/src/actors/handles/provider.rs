@@ -12,9 +12,8 @@ use switchyard_shared::lockout::ModelRef;
 use switchyard_shared::strategy::StrategyState;
 
 use crate::actors::ProviderBreakerActor;
-use crate::http::errors::ClientFormat;
-use crate::metrics::TransitionCounts;
-use crate::upstream::endpoint_url;
+use crate::api::errors::ClientFormat;
+use crate::counters::TransitionCounts;
 
 /// The breaker as published for readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,4 +126,17 @@ impl std::fmt::Debug for ProviderHandle {
             .field("id", &self.id)
             .finish_non_exhaustive()
     }
+}
+
+/// `base_url` without trailing slashes, plus the format's endpoint path.
+pub fn endpoint_url(base_url: &str, format: ClientFormat) -> String {
+    let path = match format {
+        ClientFormat::OpenAiChat => "/chat/completions",
+        ClientFormat::OpenAiResponses => "/responses",
+        ClientFormat::Anthropic => "/messages",
+    };
+    let mut url = String::with_capacity(base_url.len() + path.len());
+    url.push_str(base_url.trim_end_matches('/'));
+    url.push_str(path);
+    url
 }

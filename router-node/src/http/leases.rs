@@ -12,12 +12,14 @@ use switchyard_shared::Millis;
 use switchyard_shared::config::Resolved;
 use switchyard_shared::store::LeaseAcquire;
 
-use super::backend::Backend;
-use super::fence::is_lease_key;
-use super::policy::{AcquirePlan, Candidate, find_owned, plan_acquire, rfc3339, valid_owner_token};
-use super::{OWNER_HEADER, errors};
-use crate::http::auth::{ClientKey, presented_key};
-use crate::http::errors::{ClientFormat, GatewayError};
+use crate::api::auth::{ClientKey, presented_key};
+use crate::api::errors::{ClientFormat, GatewayError};
+use crate::leases::backend::Backend;
+use crate::leases::fence::is_lease_key;
+use crate::leases::policy::{
+    AcquirePlan, Candidate, find_owned, plan_acquire, rfc3339, valid_owner_token,
+};
+use crate::leases::{OWNER_HEADER, errors};
 use crate::reload::Rt;
 use crate::runtime::Runtime;
 

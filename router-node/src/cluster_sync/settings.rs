@@ -13,8 +13,9 @@ use switchyard_shared::settings::{self, Persisted};
 use switchyard_shared::store::StoreError;
 use switchyard_shared::wire::WireEvent;
 
-use super::{Cluster, wall_ms, writer};
+use super::writer;
 use crate::actors::ApplySettings;
+use crate::cluster::{Cluster, wall_ms};
 use crate::runtime::Runtime;
 
 /// Writes the persisted layer to Redis and announces its new version. Returns the version.

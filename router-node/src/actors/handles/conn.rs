@@ -19,10 +19,10 @@ use switchyard_shared::cooldown::{self, ConnState};
 use switchyard_shared::lockout::{LockEntry, LockoutTable, ModelRef};
 use switchyard_shared::outcome::TerminalStatus;
 
-use super::gate::Gate;
-use super::queue::RequestQueue;
 use crate::actors::ConnectionActor;
-use crate::metrics::CooldownCounts;
+use crate::counters::CooldownCounts;
+use crate::state::gate::Gate;
+use crate::state::queue::RequestQueue;
 
 /// Everything the hot path needs to know about a connection's resilience state.
 #[derive(Debug, Clone, Default)]

@@ -18,10 +18,11 @@ use std::time::Duration;
 use switchyard_shared::store::{BreakerChange, CooldownWrite, StoreError};
 use switchyard_shared::wire::{self, BreakerPhase, Envelope, WireEvent};
 
-use super::change::{LocalChange, Stamped};
+use super::RuntimeSource;
 use super::remote::{self, ALL_MODELS};
-use super::{Cluster, RuntimeSource, wall_ms};
 use crate::actors::RemoteConn;
+use crate::actors::change::{LocalChange, Stamped};
+use crate::cluster::{Cluster, wall_ms};
 use crate::metrics::cluster::EventResult;
 
 /// How often the replay queue is retried.

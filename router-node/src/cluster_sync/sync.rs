@@ -13,10 +13,11 @@ use std::time::Duration;
 use switchyard_shared::store::{StoreError, Subscriber, SubscriberEvent};
 use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
 
-use super::change::lock_reason_of;
 use super::remote::{self, Applied};
-use super::{Cluster, RuntimeSource, settings, wall_ms};
+use super::{RuntimeSource, settings};
 use crate::actors::RemoteConn;
+use crate::actors::change::lock_reason_of;
+use crate::cluster::{Cluster, wall_ms};
 use crate::metrics::cluster::EventResult;
 use crate::runtime::Runtime;
 
@@ -153,7 +154,7 @@ pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
                     key: switchyard_shared::lockout::LockKey {
                         provider: lock.provider.clone(),
                         connection: lock.conn.clone(),
-                        model: super::change::lock_target_of(&lock.model),
+                        model: crate::actors::change::lock_target_of(&lock.model),
                     },
                     reason: lock_reason_of(
                         lock.reason

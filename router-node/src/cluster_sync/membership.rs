@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use switchyard_shared::store::NodeHeartbeat;
 
-use super::{Cluster, RuntimeSource, wall_ms};
+use super::RuntimeSource;
+use crate::cluster::{Cluster, wall_ms};
 use crate::runtime::Runtime;
 
 /// Writes a heartbeat every `heartbeat_interval_ms` and refreshes the live node count.

@@ -9,7 +9,7 @@ use switchyard_shared::Millis;
 use switchyard_shared::lockout::LockKey;
 use switchyard_shared::wire::{BreakerPhase, WireEvent};
 
-use super::change::{lock_reason_of, lock_target_of};
+use crate::actors::change::{lock_reason_of, lock_target_of};
 use crate::actors::{ApplyRemote, ApplyRemoteBreaker, RemoteConn};
 use crate::runtime::Runtime;
 

@@ -11,8 +11,7 @@ use switchyard_shared::breaker::BreakerState;
 use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::sse::StreamAbort;
 
-use crate::http::errors::ClientFormat;
-use crate::routing::report::TargetSkip;
+use crate::api::errors::ClientFormat;
 
 /// The value of every label outside its configured set.
 pub const OTHER: &str = "other";
@@ -130,9 +129,18 @@ label_enum! {
     }
 }
 
+/// What the metrics read from a skipped target. The routing report's skip type implements it,
+/// so the metrics never depend on the request path that uses them.
+pub trait SkipLabel {
+    /// The skip's reason label (one of [`SkipReason`]'s, else counted as `other`).
+    fn reason(&self) -> &'static str;
+    /// The rejection code when a concurrency gate or the request queue refused the request.
+    fn rejection_code(&self) -> Option<&'static str>;
+}
+
 impl SkipReason {
     /// The reason of a skip record.
-    pub fn of(skip: &TargetSkip) -> Self {
+    pub fn of(skip: &impl SkipLabel) -> Self {
         let reason = skip.reason();
         Self::ALL
             .into_iter()
