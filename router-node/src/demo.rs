@@ -112,18 +112,31 @@ targets = [{{ target = "flaky/gpt-4o-mini" }}, {{ target = "healthy/gpt-4o-mini"
 
 [resilience.request_queue]
 auto_enable_apikey_providers = false
+
+# Long enough that the curl run again by hand still finds `flaky` cooling down (the default
+# for API-key connections is 3 s, doubling per failure).
+[resilience.connection_cooldown.apikey]
+base_cooldown_ms = {DEMO_COOLDOWN_MS}
 "#
     )
 }
 
-/// What to try, printed once the node is ready.
+/// How long one failure cools the failing connection in the demo.
+pub const DEMO_COOLDOWN_MS: u64 = 60_000;
+
+/// What to try, printed once the node is ready. Every claim in it is checked by the
+/// black-box test of the demo.
 pub fn banner(port: u16, admin_port: u16) -> String {
+    let cooldown_s = DEMO_COOLDOWN_MS / 1000;
     format!(
         "\nSwitchyard demo is up: client API on http://127.0.0.1:{port}, admin on http://127.0.0.1:{admin_port}\n\
          The combo `demo` tries the always-failing provider `flaky` first, then `healthy`:\n\n  \
          curl -s -i http://127.0.0.1:{port}/v1/chat/completions -H 'content-type: application/json' \\\n    \
          -d '{{\"model\":\"demo\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n\n\
-         Look at x-switchyard-connection (healthy-key-1) and x-switchyard-attempts (2). After 12 failures\n\
-         the `flaky` breaker opens and requests skip it without an attempt.\n"
+         Look at x-switchyard-connection (healthy-key-1) and x-switchyard-attempts (2): `flaky` answered\n\
+         503 and the request failed over. That failure cools the connection `flaky-key-1` for {cooldown_s} s,\n\
+         so the same curl run again within that time skips `flaky` without an attempt:\n\
+         x-switchyard-connection (healthy-key-1), x-switchyard-attempts (1). The admin listener counts it:\n\n  \
+         curl -s http://127.0.0.1:{admin_port}/metrics | grep '^switchyard_cooldowns_total'\n"
     )
 }
