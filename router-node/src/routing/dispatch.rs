@@ -473,7 +473,7 @@ async fn try_target(
                 if let Some(session) = &req.session {
                     rt.affinity.evict(provider.idx, session);
                 }
-                report.last_failure = Some(judged.failure);
+                report.record_failure(judged.failure);
                 let retryable = judged.classification.should_fallback
                     && judged.classification.retry != RetryClass::NotRetryable;
                 if !retryable {
