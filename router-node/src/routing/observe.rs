@@ -17,9 +17,11 @@ use switchyard_shared::classify::{
 use switchyard_shared::cooldown::{self, ConnEvent, FailureObservation};
 use switchyard_shared::hints;
 use switchyard_shared::lockout::{
-    LockFailure, LockKey, LockReason, resolve_lock_key, select_lockout_cooldown,
+    LockFailure, LockKey, LockReason, LockoutScope, resolve_lock_key, select_lockout_cooldown,
 };
-use switchyard_shared::outcome::{BreakerOutcome, CooldownHint, FailureReason, LockScope};
+use switchyard_shared::outcome::{
+    BreakerOutcome, CooldownHint, FailureReason, LockScope, TerminalSignal,
+};
 use switchyard_shared::restatement;
 use switchyard_shared::settings::ResilienceSettings;
 
@@ -151,7 +153,12 @@ fn judge(
         && settings.model_lockout.enabled
         && settings.model_lockout.error_codes.contains(&status)
         && classification.rule != MatchedRule::Builtin(classify::CONCURRENCY_RULE);
-    let lockout = if request_scoped {
+    // A terminal state is about the credential: the connection is out, no lock is needed.
+    let terminal = matches!(
+        classification.terminal,
+        TerminalSignal::Banned | TerminalSignal::CreditsExhausted
+    );
+    let lockout = if request_scoped || terminal {
         None
     } else if model_scoped || combo_path {
         let model_ref = provider.model_ref(&conn.id, model);
@@ -195,7 +202,8 @@ fn judge(
             }
             other => other,
         };
-        let key = resolve_lock_key(&model_ref, status, None);
+        let requested = (classification.rule_scope && model_scoped).then_some(LockoutScope::Model);
+        let key = resolve_lock_key(&model_ref, status, requested);
         let reason = if status == 404 {
             LockReason::NotFound
         } else {

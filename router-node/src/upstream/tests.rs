@@ -481,6 +481,11 @@ async fn a_200_with_an_error_body_fails_over() {
             529,
         ),
         (r#"{"error":{"message":"something odd"}}"#, 502),
+        // LM Studio's unknown route: an error string naming an endpoint, sent with a 200.
+        (
+            r#"{"error":"Unexpected endpoint or method. (POST /v1/responses)"}"#,
+            404,
+        ),
     ] {
         let m = mock(vec![response(
             "200 OK",

@@ -73,6 +73,8 @@ struct Draft {
     reset_hint_ms: Option<Millis>,
     rule: MatchedRule,
     operator: bool,
+    /// An operator or provider rule chose `scope`: the lockout keeps it exactly.
+    rule_scope: bool,
 }
 
 impl Draft {
@@ -89,6 +91,7 @@ impl Draft {
             reset_hint_ms: None,
             rule: MatchedRule::Builtin(rule),
             operator: false,
+            rule_scope: false,
         }
     }
 
@@ -167,6 +170,7 @@ fn decide(c: &Ctx<'_>) -> Draft {
             scope: Some(rule.scope()),
             rule: MatchedRule::Operator(index),
             operator: true,
+            rule_scope: true,
             ..Draft::new("", rule.reason(), cooldown)
         };
     }
@@ -204,6 +208,7 @@ fn decide(c: &Ctx<'_>) -> Draft {
             scope: Some(m.scope),
             daily_quota: m.daily_quota,
             reset_hint_ms,
+            rule_scope: true,
             ..Draft::new(m.id, m.reason, cooldown)
         };
     }
@@ -329,7 +334,10 @@ fn decide(c: &Ctx<'_>) -> Draft {
 
     // OpenAI's "Request too large for gpt-4o … on tokens per min (TPM)": this one request is
     // bigger than the whole per-minute budget, so no wait helps and nothing is throttled.
-    if status == 429 && t.contains("request too large") {
+    // Anthropic's "Extra usage is required for long context requests" on a subscription:
+    // this request needs a plan feature, the account is not throttled.
+    if status == 429 && (t.contains("request too large") || t.contains("required for long context"))
+    {
         return request_scoped_draft("request_larger_than_rate_limit_429");
     }
 
@@ -493,6 +501,7 @@ fn finish(c: &Ctx<'_>, d: Draft) -> Classification {
         skip_provider_breaker: d.skip_breaker,
         reset_hint_ms: d.reset_hint_ms,
         request_scoped,
+        rule_scope: d.rule_scope,
         rule: d.rule,
     }
 }

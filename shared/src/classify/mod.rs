@@ -131,6 +131,9 @@ pub struct Classification {
     /// change no shared state, no cooldown, no lockout and no breaker count. Then `cooldown`
     /// is [`CooldownHint::None`] and `breaker` is [`BreakerOutcome::Ignore`].
     pub request_scoped: bool,
+    /// An operator or built-in provider rule chose `scope` (MiniMax's per-model quota locks
+    /// the model, not its family): a model lockout keeps that scope exactly.
+    pub rule_scope: bool,
     pub rule: MatchedRule,
 }
 
@@ -194,6 +197,7 @@ fn classify_transport(transport: TransportFailure) -> Classification {
         skip_provider_breaker: false,
         reset_hint_ms: None,
         request_scoped: false,
+        rule_scope: false,
         rule: MatchedRule::Builtin(transport.as_str()),
     }
 }

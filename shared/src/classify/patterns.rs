@@ -136,6 +136,9 @@ pub(super) fn credits_exhausted(t: &str) -> bool {
             "insufficient_balance",
             "insufficient account balance",
             "insufficient credit",
+            // GLM 1113: "余额不足或无可用资源包,请充值" (balance too low, top up).
+            "余额不足",
+            "欠费",
         ],
     )
 }
@@ -215,6 +218,7 @@ pub(super) fn looks_like_quota_exhausted(t: &str) -> bool {
                 "have exhausted their quota",
                 "tpd rate limit",
                 "insufficient balance",
+                "余额不足",
                 "使用上限",
                 "调用上限",
                 "额度已用尽",
@@ -302,6 +306,8 @@ pub(super) fn context_overflow(t: &str) -> bool {
             "maximum context",
             "token limit",
             "request too large",
+            "context length",
+            "context size",
         ],
     ) || word_then_any(t, "context", &["too long", "exceeded", "overflow", "limit"])
         || word_then_any(t, "max", &["token"])
@@ -323,6 +329,9 @@ pub(super) fn context_overflow_named(t: &str) -> bool {
             "input too long",
             "exceeds the context",
             "reduce the length of the messages",
+            "context size",
+            "input token count",
+            "exceeds the maximum number of tokens",
         ],
     )
 }
@@ -358,6 +367,8 @@ pub(super) fn model_access_denied(t: &str) -> bool {
             "invalid model",
             "unsupported model",
             "please select a different model",
+            "has been decommissioned",
+            "no longer supported",
         ],
     ) || word_start_ends(t, "model").next().is_some_and(|end| {
         let rest = t.get(end..).unwrap_or("");
@@ -439,13 +450,15 @@ pub(super) fn five_hour_window(t: &str) -> bool {
 }
 
 /// A 429 that says too many requests run at once, not too many per window: GLM's
-/// `并发数过高` (code 1302), "too many concurrent requests", "concurrency limit".
+/// `并发数过高` / "High concurrency usage of this API" (code 1302), "too many concurrent
+/// requests", "concurrency limit".
 pub(super) fn concurrency_limited(t: &str) -> bool {
     any(
         t,
         &[
             "并发数过高",
             "并发",
+            "high concurrency",
             "concurrent requests",
             "concurrency limit",
             "concurrency_limit",
@@ -458,6 +471,10 @@ pub(super) fn concurrency_limited(t: &str) -> bool {
 /// LM Studio's "Unexpected endpoint or method", Express's "Cannot POST /v1/…", llama.cpp's
 /// "File Not Found". A body that mentions a model is a model 404 and stays one.
 pub(super) fn unknown_route(t: &str) -> bool {
+    // Fireworks: "model is missing conversation_config, please use /completions API instead".
+    if seq(t, &["use /", "api instead"]) {
+        return true;
+    }
     if t.contains("model") || t.contains("deployment") {
         return false;
     }

@@ -1324,3 +1324,45 @@ fn a_request_larger_than_the_rate_limit_is_request_scoped() {
         .request_scoped
     );
 }
+
+#[test]
+fn corpus_wordings_are_recognised() {
+    // Fireworks names another API, not a model: an unknown route.
+    let c = classify(&apikey(
+        404,
+        r#"{"error":{"object":"error","type":"invalid_request_error","message":"model is missing conversation_config, please use /completions API instead"}}"#,
+    ));
+    assert_eq!(rule_id(&c), ROUTE_NOT_FOUND_RULE);
+    // Context overflow in llama.cpp's and LM Studio's words: row 15, so a combo moves on.
+    for text in [
+        "the request exceeds the available context size. try increasing the context size",
+        "The number of tokens to keep from the initial prompt is greater than the context length",
+    ] {
+        let c = classify(&apikey(400, text));
+        assert_eq!(rule_id(&c), "row15_model_scoped_400", "{text}");
+        assert!(c.should_fallback && c.request_scoped, "{text}");
+    }
+    // A decommissioned model is model-scoped: a combo moves on.
+    let c = classify(&apikey(
+        400,
+        "The model `llama-3.1-70b-versatile` has been decommissioned and is no longer supported.",
+    ));
+    assert_eq!(rule_id(&c), "row15_model_scoped_400");
+    // GLM 1113 in Chinese: credits exhausted.
+    let c = classify(&ClassifyInput {
+        provider_id: "glm",
+        ..apikey(
+            429,
+            r#"{"error":{"code":"1113","message":"余额不足或无可用资源包,请充值。"}}"#,
+        )
+    });
+    assert_eq!(c.terminal, TerminalSignal::CreditsExhausted);
+    // A subscription without long-context access: the request needs a feature.
+    assert!(
+        classify(&oauth(
+            429,
+            "Extra usage is required for long context requests."
+        ))
+        .request_scoped
+    );
+}
