@@ -158,7 +158,10 @@ pub fn after_pass(
             // No wait here: the request has just been answered by the upstream, and waiting out
             // its own fresh cooldown would double its latency; the client gets the wait
             // (`reset_seconds`, `Retry-After`) to decide.
-            return blocked(rt, record, connections, None);
+            return match blocked(rt, record, connections, None) {
+                AfterPass::Fail(e) => AfterPass::Fail(after_own_failures(e, report)),
+                wait => wait,
+            };
         }
         return AfterPass::Fail(upstream_error(report));
     }
@@ -269,6 +272,23 @@ fn blocked(
         ),
         DirectWaitDecision::NoConnections => AfterPass::Fail(no_connections(&record.provider)),
     }
+}
+
+/// The blocked answer to a request whose own failures blocked every connection keeps what the
+/// upstream's answer told: the connection that answered last, the attempt count, and the
+/// `Retry-After` the client is told (a restatement's default, the upstream's hint).
+fn after_own_failures(e: GatewayError, report: &Report) -> GatewayError {
+    let Some(f) = &report.last_failure else {
+        return e;
+    };
+    let mut e = e
+        .with_source(ErrorSource::Upstream)
+        .with_header("x-switchyard-connection", &f.connection)
+        .with_header("x-switchyard-attempts", &report.attempts.to_string());
+    if let Some(ms) = f.retry_after_ms {
+        e = e.with_retry_after_ms(ms);
+    }
+    e
 }
 
 /// When every connection of the direct target is now blocked, counting what this pass's own
