@@ -4,7 +4,7 @@
 #
 #   tests/run.sh                        # everything
 #   tests/run.sh --profile ci           # what .ci/run uses
-#   tests/run.sh -E 'binary(node_demo)' # one binary
+#   tests/run.sh -E 'binary(node)'      # one binary
 #
 # What it installs, only when missing:
 # - apt: redis-server (the tests start their own servers on free ports), prometheus (for

@@ -397,6 +397,15 @@ fn parse_openai_reset_at(value: &str, _now_epoch_ms: u64) -> Option<Millis> {
 /// header says `0`, the longest such reset wins; without that evidence the earliest reset is
 /// used, so the hint never overshoots the first moment anything changes.
 pub fn provider_reset_hint(headers: &[(&str, &str)], now_epoch_ms: u64) -> Option<Millis> {
+    let (exhausted, earliest) = provider_resets(headers, now_epoch_ms);
+    exhausted.or(earliest)
+}
+
+/// The provider reset headers' `(longest reset of an exhausted limit, earliest reset)`.
+fn provider_resets(
+    headers: &[(&str, &str)],
+    now_epoch_ms: u64,
+) -> (Option<Millis>, Option<Millis>) {
     let mut exhausted: Option<Millis> = None;
     let mut earliest: Option<Millis> = None;
     for (reset_name, remaining_name, parse) in PROVIDER_RESET_HEADERS {
@@ -408,12 +417,14 @@ pub fn provider_reset_hint(headers: &[(&str, &str)], now_epoch_ms: u64) -> Optio
         }
         earliest = Some(earliest.map_or(wait, |w| w.min(wait)));
     }
-    exhausted.or(earliest)
+    (exhausted, earliest)
 }
 
 /// The upstream's retry hint, in the reference's order: `Retry-After`, `X-RateLimit-Reset`,
-/// provider reset headers, then reset prose in the body. Header names match
-/// case-insensitively. Whether the hint is *used* is the profile's `use_upstream_retry_hints`;
+/// provider reset headers, then reset prose in the body; except that provider reset headers
+/// without an exhausted `*-remaining` are only a guess (the earliest of every limit's reset),
+/// so a wait the body states ("Please try again in 26.604s") wins over them. Header names
+/// match case-insensitively. Whether the hint is *used* is the profile's `use_upstream_retry_hints`;
 /// that is the classifier's business, not this function's.
 pub fn upstream_hint(
     headers: &[(&str, &str)],
@@ -426,8 +437,12 @@ pub fn upstream_hint(
             header(headers, "x-ratelimit-reset")
                 .and_then(|v| parse_ratelimit_reset(v, now_epoch_ms))
         })
-        .or_else(|| provider_reset_hint(headers, now_epoch_ms))
-        .or_else(|| parse_retry_from_error_text(body_text, now_epoch_ms))
+        .or_else(|| {
+            let (exhausted, earliest) = provider_resets(headers, now_epoch_ms);
+            exhausted
+                .or_else(|| parse_retry_from_error_text(body_text, now_epoch_ms))
+                .or(earliest)
+        })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -969,6 +984,28 @@ mod tests {
             ("x-ratelimit-reset-tokens", "6m0s"),
         ];
         assert_eq!(provider_reset_hint(&headers, NOW), Some(360_000));
+    }
+
+    #[test]
+    fn a_stated_wait_beats_reset_headers_of_limits_that_are_not_exhausted() {
+        // OpenAI's TPM 429: every limit has a reset, none says remaining 0, the body says when.
+        let headers = [
+            ("x-ratelimit-remaining-requests", "59"),
+            ("x-ratelimit-remaining-tokens", "149984"),
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+        ];
+        let body =
+            "Rate limit reached for gpt-4 on tokens per min (TPM). Please try again in 26.604s.";
+        assert_eq!(upstream_hint(&headers, body, NOW), Some(26_604));
+        // Without a stated wait, the earliest reset is still the guess.
+        assert_eq!(upstream_hint(&headers, "slow down", NOW), Some(1_000));
+        // An exhausted limit's reset is evidence and wins.
+        let exhausted = [
+            ("x-ratelimit-remaining-tokens", "0"),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+        ];
+        assert_eq!(upstream_hint(&exhausted, body, NOW), Some(360_000));
     }
 
     #[test]

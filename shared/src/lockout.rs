@@ -5,8 +5,8 @@
 //! - **Scope** ([`resolve_lock_key`]): 429/403/402 lock the model's quota family (per-model-quota
 //!   providers lock the model); 404 locks the single model (never the family, the reference's
 //!   family-wide 404 lock was a bug); anything else locks the exact provider/connection/model
-//!   triple. A caller-supplied scope always wins. Families are an input: without one the exact
-//!   model is locked.
+//!   triple. A caller-supplied scope always wins. Families are an input ([`quota_family`] derives
+//!   the usual one: the id without its snapshot suffix); without one the exact model is locked.
 //! - **Cooldown** ([`LockoutSettings::cooldown_ms`]): an upstream reset is used exactly (only the
 //!   30-day [`MAX_UPSTREAM_HINT_MS`] cap applies), a synthetic exact value is capped at
 //!   `max_cooldown_ms`, otherwise `min(base · 2^min(n−1, max_backoff_steps), max)` (or `base`
@@ -270,6 +270,43 @@ impl ModelRef<'_> {
     }
 }
 
+/// The quota family of a model id: the id without its snapshot suffix (`-2024-08-06`,
+/// `-20250929`, `-0613`, `@20240620`, `-latest`), since providers meter a model's dated
+/// snapshots and its alias together (`gpt-4o-mini-2024-07-18` and `gpt-4o-mini`,
+/// `claude-sonnet-4-5-20250929` and `claude-sonnet-4-5`). A model without one is its own
+/// family. A prefix of `model`, so a [`ModelRef`] can borrow it.
+pub fn quota_family(model: &str) -> &str {
+    fn all_digits(s: &str, n: usize) -> bool {
+        s.len() == n && s.bytes().all(|b| b.is_ascii_digit())
+    }
+    let mut family = model;
+    loop {
+        let stripped = if let Some(rest) = family.strip_suffix("-latest") {
+            Some(rest)
+        } else if let Some((rest, tail)) = family.rsplit_once(['-', '@']) {
+            let dated = all_digits(tail, 8) || (all_digits(tail, 4) && tail.as_bytes()[0] <= b'1');
+            let iso = || {
+                // `…-YYYY-MM-DD`: three dash-separated numeric parts.
+                let mut parts = family.rsplitn(4, '-');
+                let (d, m, y) = (parts.next()?, parts.next()?, parts.next()?);
+                let rest = parts.next()?;
+                (all_digits(y, 4) && all_digits(m, 2) && all_digits(d, 2)).then_some(rest)
+            };
+            match iso() {
+                Some(rest) => Some(rest),
+                None if dated => Some(rest),
+                None => None,
+            }
+        } else {
+            None
+        };
+        match stripped {
+            Some(rest) if !rest.is_empty() => family = rest,
+            _ => return family,
+        }
+    }
+}
+
 /// The scope a failure with `status` locks (see the module docs).
 pub fn lockout_scope_for_status(
     status: u16,
@@ -413,6 +450,19 @@ impl LockoutTable {
         Some(entry)
     }
 
+    /// The entry [`Self::record_failure`] would store, without storing it: what a failure is
+    /// about to lock, for the answer to the request that caused it (the table itself changes
+    /// only in its owner).
+    pub fn preview_failure(
+        &self,
+        key: &LockKey,
+        failure: &LockFailure,
+        settings: &LockoutSettings,
+        now: Millis,
+    ) -> Option<LockEntry> {
+        LockEntry::after_failure(self.entries.get(key), failure, settings, now)
+    }
+
     /// Lock `key` for `cooldown_ms` without escalating (reference `lockModel`, used for
     /// combo-managed transient 429s and remote events). Extend-only.
     pub fn lock(
@@ -553,6 +603,52 @@ mod tests {
             hint,
             reset_after_ms: 30 * S,
         }
+    }
+
+    #[test]
+    fn quota_families_drop_snapshot_suffixes() {
+        for (model, family) in [
+            ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+            ("gpt-4o-mini", "gpt-4o-mini"),
+            ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+            ("claude-3-5-sonnet@20240620", "claude-3-5-sonnet"),
+            ("claude-3-7-sonnet-latest", "claude-3-7-sonnet"),
+            ("gpt-4-0613", "gpt-4"),
+            ("gpt-3.5-turbo-1106", "gpt-3.5-turbo"),
+            ("gemini-1.5-pro-002", "gemini-1.5-pro-002"),
+            ("qwen-2024", "qwen-2024"),
+            ("20250929", "20250929"),
+            ("", ""),
+        ] {
+            assert_eq!(quota_family(model), family, "{model}");
+        }
+    }
+
+    #[test]
+    fn a_429_on_a_snapshot_locks_its_family_and_the_alias_with_it() {
+        let s = LockoutSettings::default();
+        let dated = ModelRef {
+            provider: "openai",
+            connection: "c1",
+            model: "gpt-4o-mini-2024-07-18",
+            family: Some(quota_family("gpt-4o-mini-2024-07-18")),
+            per_model_quota: false,
+        };
+        let alias = ModelRef {
+            model: "gpt-4o-mini",
+            family: Some(quota_family("gpt-4o-mini")),
+            ..dated
+        };
+        let mut t = LockoutTable::new();
+        let key = resolve_lock_key(&dated, 429, None);
+        assert_eq!(key.model, LockTarget::Family("gpt-4o-mini".into()));
+        t.record_failure(key, failure(CooldownHint::Fixed(60 * S)), &s, 0);
+        assert!(t.model_lock(&alias, 0).is_some());
+        // A 404 stays on the exact model.
+        assert_eq!(
+            resolve_lock_key(&dated, 404, None).model,
+            LockTarget::Model("gpt-4o-mini-2024-07-18".into())
+        );
     }
 
     #[test]

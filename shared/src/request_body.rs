@@ -70,6 +70,9 @@ pub fn scan(raw: &[u8]) -> Result<BodyFields, BodyError> {
     let mut stream = false;
     let mut background = false;
     let mut background_span = None;
+    // Kept apart so the spec's order decides, not the client's key order:
+    // `metadata.session_id`, then `session_id`, then `prompt_cache_key`.
+    let mut meta_session = None;
     let mut session = None;
     let mut cache_key = None;
     for (key, value) in &top.0 {
@@ -90,7 +93,7 @@ pub fn scan(raw: &[u8]) -> Result<BodyFields, BodyError> {
                 if let Ok(meta) = serde_json::from_str::<Metadata<'_>>(value.get())
                     && let Some(s) = meta.session_id
                 {
-                    session = Some(s.into_owned());
+                    meta_session = Some(s.into_owned());
                 }
             }
             _ => {}
@@ -109,7 +112,7 @@ pub fn scan(raw: &[u8]) -> Result<BodyFields, BodyError> {
         model,
         stream,
         background,
-        session_key: session.or(cache_key),
+        session_key: meta_session.or(session).or(cache_key),
         model_span,
         background_span,
     })
@@ -195,6 +198,19 @@ mod tests {
 
     fn code(s: &str) -> &'static str {
         scan(s.as_bytes()).unwrap_err().code
+    }
+
+    #[test]
+    fn metadata_session_id_wins_whatever_the_key_order() {
+        for raw in [
+            r#"{"model":"m","metadata":{"session_id":"meta"},"session_id":"top","prompt_cache_key":"c"}"#,
+            r#"{"model":"m","prompt_cache_key":"c","session_id":"top","metadata":{"session_id":"meta"}}"#,
+        ] {
+            let f = scan(raw.as_bytes()).unwrap();
+            assert_eq!(f.session_key.as_deref(), Some("meta"), "{raw}");
+        }
+        let f = scan(br#"{"prompt_cache_key":"c","session_id":"top","model":"m"}"#).unwrap();
+        assert_eq!(f.session_key.as_deref(), Some("top"));
     }
 
     #[test]

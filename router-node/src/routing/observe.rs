@@ -9,14 +9,20 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
+use switchyard_shared::admission::{ConnectionBlock, CoolingScope};
 use switchyard_shared::classify::{
-    self, Classification, ClassifyInput, StructuredError, TransportFailure,
+    self, Classification, ClassifyInput, MatchedRule, StructuredError, TransportFailure,
 };
-use switchyard_shared::cooldown::FailureObservation;
+use switchyard_shared::cooldown::{self, ConnEvent, FailureObservation};
 use switchyard_shared::hints;
-use switchyard_shared::lockout::{LockFailure, LockReason, resolve_lock_key};
-use switchyard_shared::outcome::{BreakerOutcome, CooldownHint, LockScope};
+use switchyard_shared::lockout::{
+    LockFailure, LockKey, LockReason, LockoutScope, resolve_lock_key, select_lockout_cooldown,
+};
+use switchyard_shared::outcome::{
+    BreakerOutcome, CooldownHint, FailureReason, LockScope, TerminalSignal,
+};
 use switchyard_shared::restatement;
+use switchyard_shared::settings::ResilienceSettings;
 
 use super::report::UpstreamFailure;
 use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess, ProbeGuard};
@@ -24,6 +30,9 @@ use crate::actors::{ConnHandle, ProviderHandle};
 use crate::api::scrub::scrub_text;
 use crate::runtime::RoutingTable;
 use crate::upstream::AttemptFailure;
+
+/// The classification rule of a 404 that names a route, not a model.
+const ROUTE_RULE: &str = classify::ROUTE_NOT_FOUND_RULE;
 
 /// The policy's reading of a failed attempt.
 #[derive(Debug, Clone)]
@@ -112,11 +121,15 @@ fn judge(
         .map(Vec::as_slice)
         .unwrap_or(&[]);
     let text = format!("{} {}", failure.message, failure.body);
+    let upstream_error = classify::parse_error_body(&failure.body);
     let classification = classify::classify(&ClassifyInput {
         status,
         transport: failure.transport,
         error_text: &text,
-        structured: StructuredError::default(),
+        structured: StructuredError {
+            code: upstream_error.code.as_deref(),
+            error_type: upstream_error.error_type.as_deref(),
+        },
         headers: &headers,
         upstream_hint_ms: hint,
         provider_id: &provider.id,
@@ -129,20 +142,67 @@ fn judge(
         request_scoped: false,
     });
 
-    // Connection cooldown or model lockout.
+    // Connection cooldown or model lockout. A request-scoped failure (context overflow, an
+    // invalid parameter, an unknown route …) changes neither: it is this request's fault.
+    let request_scoped = classification.request_scoped;
     let model_scoped = classification.scope == LockScope::Model;
-    let lockout = if model_scoped
-        || (is_combo
-            && settings.model_lockout.enabled
-            && settings.model_lockout.error_codes.contains(&status))
-    {
+    // The combo path of the lockout (`model_lockout.enabled`, status in `error_codes`); a
+    // concurrency cap frees in a second and locks nothing.
+    let combo_path = is_combo
+        && settings.model_lockout.enabled
+        && settings.model_lockout.error_codes.contains(&status)
+        && classification.rule != MatchedRule::Builtin(classify::CONCURRENCY_RULE);
+    // A terminal state is about the credential: the connection is out, no lock is needed.
+    let terminal = matches!(
+        classification.terminal,
+        TerminalSignal::Banned | TerminalSignal::CreditsExhausted
+    );
+    let lockout = if request_scoped || terminal {
+        None
+    } else if model_scoped || combo_path {
         let model_ref = provider.model_ref(&conn.id, model);
-        let lock_hint = match (classification.reset_hint_ms, classification.cooldown) {
-            (Some(ms), _) => CooldownHint::Upstream(ms),
-            (None, CooldownHint::None) => CooldownHint::ScaledBackoff,
-            (None, other) => other,
+        let stated = classification
+            .reset_hint_ms
+            .or(match classification.cooldown {
+                CooldownHint::Upstream(ms) | CooldownHint::Fixed(ms) => Some(ms),
+                CooldownHint::None | CooldownHint::ScaledBackoff => None,
+            });
+        let lock_hint = if combo_path {
+            // The reference's `selectLockoutCooldownMs`: a stated reset longer than the base
+            // is used exactly, otherwise the lockout's own backoff.
+            select_lockout_cooldown(stated, &settings.lockout())
+        } else {
+            match (classification.reset_hint_ms, classification.cooldown) {
+                (Some(ms), _) => CooldownHint::Upstream(ms),
+                (None, CooldownHint::None) => CooldownHint::ScaledBackoff,
+                (None, other) => other,
+            }
         };
-        let key = resolve_lock_key(&model_ref, status, None);
+        // A spent quota with no stated reset is locked until the daily reset (the reference's
+        // `recordModelLockoutFailure`), not for the transient backoff.
+        let lock_hint = match lock_hint {
+            CooldownHint::ScaledBackoff
+                if classification.reason == FailureReason::QuotaExhausted && stated.is_none() =>
+            {
+                CooldownHint::Upstream(hints::ms_until_utc_midnight(epoch))
+            }
+            other => other,
+        };
+        // With `model_lockout.enabled = false` the lockout's own 120 s escalation is off: a
+        // lock that stands in for the connection cooldown (a combo's transient 429, a
+        // per-model-quota failure) lasts what the cooldown would have, the connection's
+        // scaled backoff (3 s on an API key), as the same 429 costs on a direct request.
+        let lock_hint = match lock_hint {
+            CooldownHint::ScaledBackoff if !settings.model_lockout.enabled => {
+                let params =
+                    settings.cooldown_params(provider.config.category, conn.config.disable_cooling);
+                let level = conn.load().state.backoff_level;
+                CooldownHint::Fixed(cooldown::scaled_backoff(&params, level).0)
+            }
+            other => other,
+        };
+        let requested = (classification.rule_scope && model_scoped).then_some(LockoutScope::Model);
+        let key = resolve_lock_key(&model_ref, status, requested);
         let reason = if status == 404 {
             LockReason::NotFound
         } else {
@@ -183,19 +243,37 @@ fn judge(
         stream_stall: failure.transport == Some(TransportFailure::Stall),
         message: client_message.clone(),
     };
-    actors::observe(
-        conn,
-        ObserveFailure {
-            model: model.clone(),
-            observation,
-            lockout,
-            at: now,
-        },
-    );
+    // What this failure is about to block, computed with the same pure policies the
+    // connection's actor applies (the actor may apply it after the answer is sent): a request
+    // whose own failures blocked every connection is answered like one that found them
+    // blocked (RESILIENCE.md, "A direct request whose every connection is cooling").
+    let block = if request_scoped {
+        None
+    } else {
+        predicted_block(
+            &settings,
+            provider,
+            conn,
+            &observation,
+            lockout.as_ref(),
+            now,
+        )
+    };
+    if !request_scoped {
+        actors::observe(
+            conn,
+            ObserveFailure {
+                model: model.clone(),
+                observation,
+                lockout,
+                at: now,
+            },
+        );
+    }
 
-    // Provider breaker: exactly one outcome per attempt.
+    // Provider breaker: exactly one outcome per attempt (an ignored one hands a probe back).
     if count_for_breaker {
-        let outcome = if classification.skip_provider_breaker {
+        let outcome = if classification.skip_provider_breaker || request_scoped {
             BreakerOutcome::Ignore
         } else {
             classification.breaker
@@ -217,6 +295,15 @@ fn judge(
         .stream_abort
         .as_ref()
         .map(|a| (a.status(), a.error_type(), a.code()));
+    // The provider's own code, translated where its format has none (Anthropic's "prompt is
+    // too long" is `context_length_exceeded`); a stream readiness failure keeps its own.
+    let code = if status == 0 {
+        None
+    } else if classification.rule == MatchedRule::Builtin(ROUTE_RULE) {
+        Some(classify::ROUTE_NOT_FOUND.to_owned())
+    } else {
+        classify::client_code(&upstream_error, &text)
+    };
     Judged {
         failure: UpstreamFailure {
             target: target.to_owned(),
@@ -225,9 +312,58 @@ fn judge(
             message: client_message,
             retry_after_ms,
             stream_code,
+            code,
+            block,
         },
         classification,
     }
+}
+
+/// The block a failure puts on its connection once applied: a terminal state, a connection
+/// cooldown, or a model lockout (a lockout for a model that does not exist is not a wait, the
+/// 404 is the answer).
+fn predicted_block(
+    settings: &ResilienceSettings,
+    provider: &ProviderHandle,
+    conn: &ConnHandle,
+    observation: &FailureObservation,
+    lockout: Option<&(LockKey, LockFailure)>,
+    now: Millis,
+) -> Option<ConnectionBlock> {
+    let snap = conn.load();
+    let params = settings.cooldown_params(provider.config.category, conn.config.disable_cooling);
+    let event = ConnEvent::Failure(observation.clone());
+    let (next, _) = cooldown::on_event(&snap.state, &event, &params, now);
+    if let Some(terminal) = next.status.terminal() {
+        return Some(ConnectionBlock::Terminal(terminal));
+    }
+    let remaining = cooldown::remaining_ms(&next, now);
+    if remaining > 0 {
+        return Some(ConnectionBlock::Cooling {
+            remaining_ms: remaining,
+            scope: CoolingScope::Connection,
+            reason: observation.reason,
+        });
+    }
+    let (key, failure) = lockout?;
+    if failure.reason == LockReason::NotFound {
+        return None;
+    }
+    let mut failure = *failure;
+    if failure.reset_after_ms == 0 {
+        failure.reset_after_ms = settings
+            .breaker_profile(provider.config.category)
+            .reset_timeout_ms;
+    }
+    let entry = snap
+        .lockouts
+        .preview_failure(key, &failure, &settings.lockout(), now)?;
+    let remaining = entry.remaining_ms(now);
+    (remaining > 0).then_some(ConnectionBlock::Cooling {
+        remaining_ms: remaining,
+        scope: CoolingScope::Model,
+        reason: observation.reason,
+    })
 }
 
 /// Reports a success to whoever has something to clear; nothing on the steady-state path.

@@ -27,6 +27,12 @@ pub struct UpstreamFailure {
     pub retry_after_ms: Option<Millis>,
     /// The failure was a stream readiness failure (504 / 502 with their codes).
     pub stream_code: Option<(u16, &'static str, &'static str)>,
+    /// The upstream's own error code for the client (`context_length_exceeded`), when it has
+    /// one; otherwise the status's default code is used.
+    pub code: Option<String>,
+    /// What this failure blocks on its connection (a cooldown, a lockout, a terminal state),
+    /// `None` when it blocks nothing.
+    pub block: Option<ConnectionBlock>,
 }
 
 /// Why a target could not be dispatched.
@@ -137,17 +143,25 @@ impl TargetSkip {
         }
     }
 
-    /// The lock reason for the combo cooldown-wait decision, when this skip is a lock.
+    /// The lock reason for the combo cooldown-wait decision, when this skip is a lock: the
+    /// reason of the connection that frees soonest, so it pairs with [`Self::remaining_ms`]
+    /// (the first connection's reason with another's time made a combo answer 503 where it
+    /// should have waited for a short rate limit).
     pub fn lock_reason(&self) -> Option<LockReason> {
         match self {
             Self::CircuitOpen { .. } => Some(LockReason::parse("circuit_open")),
-            Self::Blocked { connections } => {
-                let reason = connections.iter().find_map(|c| match c.block {
-                    ConnectionBlock::Cooling { reason, .. } => Some(LockReason::from(reason)),
+            Self::Blocked { connections } => connections
+                .iter()
+                .filter_map(|c| match c.block {
+                    ConnectionBlock::Cooling {
+                        reason,
+                        remaining_ms,
+                        ..
+                    } => Some((remaining_ms, reason)),
                     ConnectionBlock::Terminal(_) => None,
-                })?;
-                Some(reason)
-            }
+                })
+                .min_by_key(|(remaining_ms, _)| *remaining_ms)
+                .map(|(_, reason)| LockReason::from(reason)),
             _ => None,
         }
     }
@@ -168,6 +182,8 @@ pub struct Report {
     pub records: Vec<TargetRecord>,
     pub attempts: u32,
     pub last_failure: Option<UpstreamFailure>,
+    /// The connections this pass's own failures blocked, and how.
+    pub failure_blocks: Vec<BlockedConnection>,
     /// Where skips are counted (the node's metrics), if anywhere.
     pub skips: Option<Arc<SkipCounters>>,
 }
@@ -184,6 +200,18 @@ impl Report {
         });
     }
 
+    /// Records an upstream failure: the last one is the answer, and what it blocked counts
+    /// towards "every connection is blocked".
+    pub fn record_failure(&mut self, failure: UpstreamFailure) {
+        if let Some(block) = &failure.block {
+            self.failure_blocks.push(BlockedConnection {
+                connection: failure.connection.clone(),
+                block: block.clone(),
+            });
+        }
+        self.last_failure = Some(failure);
+    }
+
     /// Whether any attempt reached an upstream.
     pub fn dispatched(&self) -> bool {
         self.attempts > 0
@@ -192,5 +220,42 @@ impl Report {
     /// Forget the previous pass (before a cooldown-aware retry), keeping the attempt count.
     pub fn new_pass(&mut self) {
         self.records.clear();
+        self.failure_blocks.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_shared::admission::{BlockedConnection, CoolingScope};
+    use switchyard_shared::outcome::FailureReason;
+
+    use super::*;
+
+    fn cooling(connection: &str, remaining_ms: Millis, reason: FailureReason) -> BlockedConnection {
+        BlockedConnection {
+            connection: connection.to_owned(),
+            block: ConnectionBlock::Cooling {
+                remaining_ms,
+                scope: CoolingScope::Connection,
+                reason,
+            },
+        }
+    }
+
+    #[test]
+    fn lock_reason_pairs_with_the_soonest_connection() {
+        // The first connection is out for a day on a quota; the second frees in 2 s from a
+        // rate limit. The skip waits 2 s, so its reason must be the rate limit's.
+        let skip = TargetSkip::Blocked {
+            connections: vec![
+                cooling("k1", 86_400_000, FailureReason::QuotaExhausted),
+                cooling("k2", 2_000, FailureReason::RateLimitExceeded),
+            ],
+        };
+        assert_eq!(skip.remaining_ms(), Some(2_000));
+        assert_eq!(
+            skip.lock_reason(),
+            Some(LockReason::from(FailureReason::RateLimitExceeded))
+        );
     }
 }

@@ -5,13 +5,14 @@ use actix_web::http::StatusCode;
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{
-    self, ComboWaitDecision, DirectWaitDecision, EmptyPoolOutcome, ExcludedTarget, LockedTarget,
-    Rejection,
+    self, BlockedConnection, ComboWaitDecision, DirectWaitDecision, EmptyPoolOutcome,
+    ExcludedTarget, LockedTarget, Rejection,
 };
 use switchyard_shared::config::ResolveError;
 use switchyard_shared::strategy::Strategy;
 
-use super::report::{Report, TargetSkip};
+use super::report::{Report, TargetRecord, TargetSkip};
+use super::select;
 use crate::api::errors::{ErrorSource, GatewayError};
 use crate::runtime::RoutingTable;
 
@@ -92,7 +93,7 @@ pub fn upstream_error(report: &Report) -> GatewayError {
         (Some((s, t, c)), _) => (s, t, c.to_owned()),
         (None, Some(s)) => {
             let (t, c) = default_type_code(s);
-            (s, t, c.to_owned())
+            (s, t, f.code.clone().unwrap_or_else(|| c.to_owned()))
         }
         (None, None) => (502, "server_error", "upstream_unreachable".to_owned()),
     };
@@ -142,15 +143,28 @@ pub fn after_pass(
     waits: u32,
     waited_ms: Millis,
 ) -> AfterPass {
-    // Something reached an upstream in this pass and failed: that failure is the answer.
+    // Something reached an upstream in this pass and failed: that failure is the answer,
+    // unless (direct requests) the failures blocked every connection of the target; then
+    // the answer is the one for a target found blocked: a wait, or 429 with `reset_seconds`.
     if report
         .records
         .iter()
         .any(|r| matches!(r.skip, Some(TargetSkip::Failed)))
     {
+        if !is_combo
+            && let Some(record) = report.records.first()
+            && let Some(connections) = blocked_by_failures(rt, report, record)
+        {
+            // No wait here: the request has just been answered by the upstream, and waiting out
+            // its own fresh cooldown would double its latency; the client gets the wait
+            // (`reset_seconds`, `Retry-After`) to decide.
+            return match blocked(rt, record, connections, None) {
+                AfterPass::Fail(e) => AfterPass::Fail(after_own_failures(e, report)),
+                wait => wait,
+            };
+        }
         return AfterPass::Fail(upstream_error(report));
     }
-    let settings = rt.settings.load();
     if !is_combo {
         let Some(record) = report.records.first() else {
             return AfterPass::Fail(upstream_error(report));
@@ -174,93 +188,148 @@ pub fn after_pass(
                 .with_field("provider", record.provider.as_str()),
             ),
             TargetSkip::Blocked { connections } => {
-                let wait = settings.wait_for_cooldown().clamped();
-                match admission::decide_direct_wait(&connections, waits, waited_ms, &wait) {
-                    DirectWaitDecision::Wait { ms, .. } => AfterPass::Wait(ms),
-                    DirectWaitDecision::Cooling(rej) => {
-                        let list: Vec<Value> = rej
-                            .connections
-                            .iter()
-                            .map(|c| {
-                                json!({"connection": c.connection, "remaining_ms": c.remaining_ms,
-                                       "scope": c.scope, "reason": c.reason.as_str()})
-                            })
-                            .collect();
-                        let message = if rej.code() == "model_cooldown" {
-                            format!(
-                                "All credentials for model {} are cooling down",
-                                record.target
-                            )
-                        } else {
-                            format!(
-                                "All connections of provider {} are cooling down",
-                                record.provider
-                            )
-                        };
-                        AfterPass::Fail(
-                            GatewayError::new(
-                                StatusCode::TOO_MANY_REQUESTS,
-                                "rate_limit_error",
-                                rej.code(),
-                                message,
-                            )
-                            .with_retry_after_ms(rej.retry_after_ms)
-                            .with_field("model", record.target.as_str())
-                            .with_field("reset_seconds", rej.reset_seconds)
-                            .with_field(
-                                "retry_after",
-                                iso8601(rt.clock.epoch_ms() + rej.retry_after_ms),
-                            )
-                            .with_field("connections", list),
-                        )
-                    }
-                    DirectWaitDecision::AllTerminal(rej) => AfterPass::Fail(
-                        GatewayError::new(
-                            StatusCode::UNAUTHORIZED,
-                            "authentication_error",
-                            rej.code(),
-                            format!(
-                                "[{}] All {} connection(s) are unusable: {}",
-                                record.provider,
-                                rej.connections.len(),
-                                rej.dominant.as_str()
-                            ),
-                        )
-                        .with_field("status", rej.dominant.as_str()),
-                    ),
-                    DirectWaitDecision::NoConnections => {
-                        AfterPass::Fail(no_connections(&record.provider))
-                    }
-                }
+                blocked(rt, record, connections, Some((waits, waited_ms)))
             }
             TargetSkip::NotAllowed => AfterPass::Fail(GatewayError::forbidden(
                 "connection_not_allowed",
                 "This API key may not use any connection of the requested model",
             )),
             TargetSkip::NoConnections => AfterPass::Fail(no_connections(&record.provider)),
-            TargetSkip::Saturated {
-                code,
-                status,
-                error_type,
-                retry_after_ms,
-            } => {
-                let mut e = GatewayError::new(
-                    StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS),
-                    error_type,
-                    code,
-                    format!("[{}] every connection is at capacity", record.target),
-                );
-                if let Some(ms) = retry_after_ms {
-                    e = e.with_retry_after_ms(ms);
-                } else {
-                    e = e.with_retry_after_ms(1000);
-                }
-                AfterPass::Fail(e)
-            }
+            skip @ TargetSkip::Saturated { .. } => AfterPass::Fail(
+                saturated(&record.target, &skip).unwrap_or_else(|| upstream_error(report)),
+            ),
             TargetSkip::Failed => AfterPass::Fail(upstream_error(report)),
         };
     }
     combo_after_pass(rt, report, strategy, waits, waited_ms)
+}
+
+/// A direct request's target whose every connection is blocked: wait for the earliest
+/// (within `wait_for_cooldown`, when `waited` says how much this request waited so far), else 429 `connection_cooldown` / `model_cooldown` with
+/// `reset_seconds`, or 401 `all_connections_terminal`.
+fn blocked(
+    rt: &RoutingTable,
+    record: &TargetRecord,
+    connections: Vec<BlockedConnection>,
+    waited: Option<(u32, Millis)>,
+) -> AfterPass {
+    let settings = rt.settings.load();
+    let mut wait = settings.wait_for_cooldown().clamped();
+    wait.enabled &= waited.is_some();
+    let (waits, waited_ms) = waited.unwrap_or_default();
+    match admission::decide_direct_wait(&connections, waits, waited_ms, &wait) {
+        DirectWaitDecision::Wait { ms, .. } => AfterPass::Wait(ms),
+        DirectWaitDecision::Cooling(rej) => {
+            let list: Vec<Value> = rej
+                .connections
+                .iter()
+                .map(|c| {
+                    json!({"connection": c.connection, "remaining_ms": c.remaining_ms,
+                               "scope": c.scope, "reason": c.reason.as_str()})
+                })
+                .collect();
+            let message = if rej.code() == "model_cooldown" {
+                format!(
+                    "All credentials for model {} are cooling down",
+                    record.target
+                )
+            } else {
+                format!(
+                    "All connections of provider {} are cooling down",
+                    record.provider
+                )
+            };
+            AfterPass::Fail(
+                GatewayError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    rej.code(),
+                    message,
+                )
+                .with_retry_after_ms(rej.retry_after_ms)
+                .with_field("model", record.target.as_str())
+                .with_field("reset_seconds", rej.reset_seconds)
+                .with_field(
+                    "retry_after",
+                    iso8601(rt.clock.epoch_ms() + rej.retry_after_ms),
+                )
+                .with_field("connections", list),
+            )
+        }
+        DirectWaitDecision::AllTerminal(rej) => AfterPass::Fail(
+            GatewayError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                rej.code(),
+                format!(
+                    "[{}] All {} connection(s) are unusable: {}",
+                    record.provider,
+                    rej.connections.len(),
+                    rej.dominant.as_str()
+                ),
+            )
+            .with_field("status", rej.dominant.as_str()),
+        ),
+        DirectWaitDecision::NoConnections => AfterPass::Fail(no_connections(&record.provider)),
+    }
+}
+
+/// The blocked answer to a request whose own failures blocked every connection keeps what the
+/// upstream's answer told: the connection that answered last, the attempt count, and the
+/// `Retry-After` the client is told (a restatement's default, the upstream's hint).
+fn after_own_failures(e: GatewayError, report: &Report) -> GatewayError {
+    let Some(f) = &report.last_failure else {
+        return e;
+    };
+    let mut e = e
+        .with_source(ErrorSource::Upstream)
+        .with_header("x-switchyard-connection", &f.connection)
+        .with_header("x-switchyard-attempts", &report.attempts.to_string());
+    if let Some(ms) = f.retry_after_ms {
+        e = e.with_retry_after_ms(ms);
+    }
+    e
+}
+
+/// When every connection of the direct target is now blocked, counting what this pass's own
+/// failures are about to block (the actors may not have applied it yet): all of them, for the
+/// blocked answer. `None` when a connection is still usable or a failure blocked nothing
+/// (a request-scoped error): the upstream's answer is then the client's.
+fn blocked_by_failures(
+    rt: &RoutingTable,
+    report: &Report,
+    record: &TargetRecord,
+) -> Option<Vec<BlockedConnection>> {
+    let failure = report.last_failure.as_ref()?;
+    if failure.block.is_none() {
+        return None;
+    }
+    let provider = rt.provider(&record.provider)?;
+    let model = record
+        .target
+        .strip_prefix(record.provider.as_str())
+        .and_then(|m| m.strip_prefix('/'))?;
+    let now = rt.clock.now();
+    let elig = select::eligible(rt, provider, model, None, &[], false, &[], now);
+    let by_failure = |id: &str| report.failure_blocks.iter().any(|b| b.connection == id);
+    let found_blocked = |id: &str| elig.blocked.iter().any(|b| b.connection == id);
+    // A connection that no failure of this pass blocked and that is not blocked already is
+    // usable: the request failed for another reason, and the upstream's answer stands.
+    let usable = provider
+        .connections
+        .iter()
+        .filter_map(|&ci| rt.connections.get(ci))
+        .any(|conn| !by_failure(&conn.id) && !found_blocked(&conn.id));
+    if usable {
+        return None;
+    }
+    let mut connections: Vec<BlockedConnection> = elig
+        .blocked
+        .into_iter()
+        .filter(|b| !by_failure(&b.connection))
+        .collect();
+    connections.extend(report.failure_blocks.iter().cloned());
+    Some(connections)
 }
 
 fn combo_after_pass(
@@ -318,6 +387,17 @@ fn combo_after_pass(
         })
         .collect();
     let pool = admission::classify_empty_pool(&excluded);
+    // Targets refused by Switchyard's own gates (semaphores, queue depth) exist and will take
+    // requests again: answer with the gate's 503/429 and its Retry-After, never the 404 that
+    // says the model does not exist.
+    if let EmptyPoolOutcome::NoExecutableTargets { .. } = pool
+        && let Some(e) = report
+            .records
+            .iter()
+            .find_map(|r| saturated(&r.target, r.skip.as_ref()?))
+    {
+        return AfterPass::Fail(with_diagnostics(e, report));
+    }
     if let EmptyPoolOutcome::NoExecutableTargets { .. } = pool {
         return AfterPass::Fail(with_diagnostics(
             GatewayError::new(
@@ -372,6 +452,30 @@ fn combo_after_pass(
             .with_field("nextRetryAt", iso8601(rt.clock.epoch_ms() + ms));
     }
     AfterPass::Fail(with_diagnostics(e, report))
+}
+
+/// The answer for a target every connection of which a concurrency gate or the request
+/// queue refused (`SEMAPHORE_TIMEOUT` 503, `RATE_LIMIT_QUEUE_FULL` 429 …), with a
+/// `Retry-After` (1 s when the gate names none); `None` for any other skip.
+fn saturated(target: &str, skip: &TargetSkip) -> Option<GatewayError> {
+    let TargetSkip::Saturated {
+        code,
+        status,
+        error_type,
+        retry_after_ms,
+    } = skip
+    else {
+        return None;
+    };
+    Some(
+        GatewayError::new(
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::TOO_MANY_REQUESTS),
+            error_type,
+            *code,
+            format!("[{target}] every connection is at capacity"),
+        )
+        .with_retry_after_ms(retry_after_ms.unwrap_or(1000)),
+    )
 }
 
 /// 503 `provider_circuit_open` with `Retry-After` and the breaker header.

@@ -8,10 +8,12 @@
 //!   an error body by a fixed [`ERROR_BODY_READ_MS`] too, since nobody waits for it.
 //! - **A `2xx` that carries an error** (a top-level `error` object or Anthropic's
 //!   `{"type":"error"}` body, or an error event before any content in a stream) is reported
-//!   as status `502` with [`AttemptFailure::in_band_error`] set: the transfer worked but the
-//!   answer is the upstream's failure, which is what a gateway calls a bad gateway, and it
-//!   makes the pipeline fail over. The body keeps the upstream's own error text, so the text
-//!   rules of classification (rate limit, overloaded …) still see it.
+//!   with [`AttemptFailure::in_band_error`] set and the status its error type means (a rate
+//!   limit 429, an overload 529, an invalid request 400; `502` when the error names no type):
+//!   the transfer worked but the answer is the upstream's failure, and it makes the pipeline
+//!   fail over. Classified as its type, an in-band rate limit never counts on the breaker.
+//!   The body keeps the upstream's own error text, so the text rules of classification
+//!   (rate limit, overloaded …) still see it.
 //! - **A stream request answered with JSON** is read as an error body: an error object
 //!   fails as above, anything else fails as `STREAM_EARLY_EOF` (no event ever came).
 //! - **Readiness buffer.** Chunks before the first content frame are held back, up to
@@ -27,7 +29,7 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use switchyard_shared::Millis;
-use switchyard_shared::classify::TransportFailure;
+use switchyard_shared::classify::{self, TransportFailure};
 use switchyard_shared::sse::{
     EventKind, ReadinessState, SseItem, SseParser, StreamAbort, StreamWatch, Usage, inspect_item,
 };
@@ -44,7 +46,7 @@ use crate::clock::Clock;
 pub const ERROR_BODY_READ_MS: Millis = 10_000;
 /// The readiness gate holds back at most this many bytes.
 pub const MAX_PREFIX_BYTES: usize = 8 << 20;
-/// The status reported for a `2xx` whose body or first event is an error.
+/// The status reported for a `2xx` whose body or first event is an error naming no type.
 pub const IN_BAND_ERROR_STATUS: u16 = 502;
 
 /// What one attempt produced.
@@ -72,8 +74,8 @@ pub struct JsonSuccess {
 /// Why an attempt failed before the commit point.
 #[derive(Debug, Clone, Default)]
 pub struct AttemptFailure {
-    /// The upstream status ([`IN_BAND_ERROR_STATUS`] for a `2xx` carrying an error), or
-    /// `None` for transport failures.
+    /// The upstream status (for a `2xx` carrying an error, the status its type means, else
+    /// [`IN_BAND_ERROR_STATUS`]), or `None` for transport failures.
     pub status: Option<u16>,
     pub transport: Option<TransportFailure>,
     /// Lower-cased names; retry, rate-limit and fallback-hint headers only.
@@ -248,9 +250,13 @@ async fn read_error_body(resp: &mut reqwest::Response, req: &AttemptRequest) -> 
     body::lossy_prefix(&bytes, MAX_ERROR_BODY_BYTES)
 }
 
+/// A `2xx` whose body or first event is an error: the status its error type means (a rate
+/// limit 429, an overload 529, an invalid request 400), or [`IN_BAND_ERROR_STATUS`] when the
+/// error names none. Classified by type, a 429 sent in-band never counts on the breaker.
 fn in_band(status_headers: Vec<(String, String)>, body: String, message: &str) -> AttemptFailure {
+    let status = classify::in_band_status_of(&body).unwrap_or(IN_BAND_ERROR_STATUS);
     AttemptFailure {
-        status: Some(IN_BAND_ERROR_STATUS),
+        status: Some(status),
         headers: status_headers,
         body,
         message: message.to_owned(),

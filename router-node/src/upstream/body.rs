@@ -139,15 +139,18 @@ struct Probe<'a> {
 }
 
 /// Probes a `2xx` JSON body. Unparseable bodies are not errors here: they are forwarded, and
-/// the client's SDK reports them. `"error": null` (the Responses API always has the field) is
-/// not an error.
+/// the client's SDK reports them. `"error": null` (the Responses API always has the field)
+/// and `"error": ""` are not errors.
 pub(super) fn probe_json(body: &[u8]) -> BodyProbe {
     let Ok(probe) = serde_json::from_slice::<Probe<'_>>(body) else {
         return BodyProbe::default();
     };
-    let error_object = probe
-        .error
-        .is_some_and(|raw| raw.get().trim_start().starts_with('{'));
+    // An error object, or an error string (LM Studio answers an unknown route with a 200
+    // `{"error":"Unexpected endpoint or method. (POST …)"}`).
+    let error_object = probe.error.is_some_and(|raw| {
+        let raw = raw.get().trim_start();
+        raw.starts_with('{') || (raw.starts_with('"') && raw.len() > 2)
+    });
     BodyProbe {
         is_error: error_object || probe.kind.as_deref() == Some("error"),
         usage: probe.usage.map(Usage::from),

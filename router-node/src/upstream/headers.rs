@@ -20,6 +20,8 @@ fn wanted_for_classification(name: &str) -> bool {
     name == "retry-after"
         || name == "retry-after-ms"
         || name == SERVICE_HINT_HEADER
+        // MiniMax's per-model quota (`a=0,b=42`): its built-in rule reads it.
+        || name == "x-model-quota-remaining"
         || name.starts_with("x-ratelimit-")
         || name.starts_with("anthropic-ratelimit-")
 }

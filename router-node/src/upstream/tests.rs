@@ -471,9 +471,22 @@ async fn non_2xx_fails_with_status_retry_headers_and_body() {
 
 #[tokio::test]
 async fn a_200_with_an_error_body_fails_over() {
-    for body in [
-        r#"{"error":{"message":"upstream quota","type":"insufficient_quota","code":429}}"#,
-        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+    // Each fails as the status its error type means, not a blanket 502.
+    for (body, status) in [
+        (
+            r#"{"error":{"message":"upstream quota","type":"insufficient_quota","code":429}}"#,
+            429,
+        ),
+        (
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            529,
+        ),
+        (r#"{"error":{"message":"something odd"}}"#, 502),
+        // LM Studio's unknown route: an error string naming an endpoint, sent with a 200.
+        (
+            r#"{"error":"Unexpected endpoint or method. (POST /v1/responses)"}"#,
+            404,
+        ),
     ] {
         let m = mock(vec![response(
             "200 OK",
@@ -482,7 +495,7 @@ async fn a_200_with_an_error_body_fails_over() {
         )])
         .await;
         let f = failed(attempt(request(&m.base, ClientFormat::OpenAiChat, false)).await);
-        assert_eq!(f.status, Some(502));
+        assert_eq!(f.status, Some(status), "{body}");
         assert!(f.in_band_error);
         assert_eq!(f.body, body);
     }
@@ -699,7 +712,8 @@ async fn an_error_event_before_content_fails_over() {
     ])
     .await;
     let f = failed(attempt(request(&m.base, ClientFormat::Anthropic, true)).await);
-    assert_eq!(f.status, Some(502));
+    // An overload is a provider-level transient status (Anthropic's 529), not a 502.
+    assert_eq!(f.status, Some(529));
     assert!(f.in_band_error);
     assert!(f.body.contains("overloaded_error"), "{f:?}");
     assert!(f.message.contains("overloaded_error"));

@@ -5,8 +5,9 @@
 use super::patterns as p;
 use super::table::{self, Action, RuleContext};
 use super::{
-    Classification, ClassifyInput, MatchedRule, SERVICE_COOLDOWN_MS, SERVICE_HINT_HEADER,
-    SESSION_COOLDOWN_MS, SUBSCRIPTION_COOLDOWN_MS, WEEKLY_COOLDOWN_MS, breaker_outcome_for,
+    CONCURRENCY_COOLDOWN_MS, Classification, ClassifyInput, MatchedRule, SERVICE_COOLDOWN_MS,
+    SERVICE_HINT_HEADER, SESSION_COOLDOWN_MS, SUBSCRIPTION_COOLDOWN_MS, WEEKLY_COOLDOWN_MS,
+    breaker_outcome_for,
 };
 use crate::Millis;
 use crate::hints::{self, MAX_HINT_MS, bounded};
@@ -16,10 +17,15 @@ use crate::outcome::{
 };
 
 /// Structured codes that mark a failure as about the request, not the provider.
-const REQUEST_SCOPED_CODES: [&str; 3] = [
+const REQUEST_SCOPED_CODES: [&str; 8] = [
     "context_length_exceeded",
     "upstream_empty_response",
     "upstream_response_failed",
+    "string_above_max_length",
+    "invalid_prompt",
+    "content_filter",
+    "content_policy_violation",
+    "unsupported_parameter",
 ];
 
 /// Classifies an HTTP error response (no transport failure).
@@ -67,6 +73,8 @@ struct Draft {
     reset_hint_ms: Option<Millis>,
     rule: MatchedRule,
     operator: bool,
+    /// An operator or provider rule chose `scope`: the lockout keeps it exactly.
+    rule_scope: bool,
 }
 
 impl Draft {
@@ -83,6 +91,7 @@ impl Draft {
             reset_hint_ms: None,
             rule: MatchedRule::Builtin(rule),
             operator: false,
+            rule_scope: false,
         }
     }
 
@@ -161,6 +170,7 @@ fn decide(c: &Ctx<'_>) -> Draft {
             scope: Some(rule.scope()),
             rule: MatchedRule::Operator(index),
             operator: true,
+            rule_scope: true,
             ..Draft::new("", rule.reason(), cooldown)
         };
     }
@@ -185,10 +195,21 @@ fn decide(c: &Ctx<'_>) -> Draft {
         now_epoch_ms: i.now_epoch_ms,
     };
     if let Some(m) = table::provider_rule(i.provider_id, &rule_ctx) {
+        // A quota window (a daily allocation, Codex's 5-hour and weekly limits) is like rows
+        // 6–9: not subject to the hints setting, and the model lockout lasts as long.
+        let (cooldown, reset_hint_ms) = match m.action {
+            table::Action::Upstream(ms) if m.window => {
+                let ms = ms.min(MAX_HINT_MS);
+                (CooldownHint::Fixed(ms), (ms > 0).then_some(ms))
+            }
+            action => (c.cooldown_for(action), None),
+        };
         return Draft {
             scope: Some(m.scope),
             daily_quota: m.daily_quota,
-            ..Draft::new(m.id, m.reason, c.cooldown_for(m.action))
+            reset_hint_ms,
+            rule_scope: true,
+            ..Draft::new(m.id, m.reason, cooldown)
         };
     }
 
@@ -225,46 +246,51 @@ fn decide(c: &Ctx<'_>) -> Draft {
         };
     }
 
-    // Row 6: a daily quota, until the next UTC midnight.
-    if c.quota_signals && p::daily_quota(t) {
-        let until_midnight = hints::ms_until_utc_midnight(i.now_epoch_ms);
-        return Draft {
-            daily_quota: true,
-            ..Draft::new(
-                "row06_daily_quota",
-                QuotaExhausted,
-                CooldownHint::Upstream(until_midnight),
-            )
-        };
-    }
-
     // The upstream's stated reset, whether or not the profile lets it set the cooldown.
     let stated_reset = i
         .upstream_hint_ms
         .filter(|ms| *ms > 0)
         .map(|ms| ms.min(MAX_HINT_MS));
 
+    // Rows 6–9 are quota windows, not hints: they set their window whatever
+    // `use_upstream_retry_hints` says (that setting governs only generic hints on transient
+    // 429s), and a reset the upstream stated wins over the row's fixed window. The window is
+    // a rule-chosen duration ([`CooldownHint::Fixed`]: applied on every profile, not cut by
+    // `max_cooldown_ms`, backoff level kept) and also the reset a model lockout lasts until.
+    let window = |rule: &'static str, fixed_ms: Millis| {
+        let ms = stated_reset.unwrap_or(fixed_ms);
+        Draft {
+            reset_hint_ms: (ms > 0).then_some(ms),
+            ..Draft::new(rule, QuotaExhausted, CooldownHint::Fixed(ms))
+        }
+    };
+
+    // Row 6: a daily quota, until the next UTC midnight.
+    if c.quota_signals && p::daily_quota(t) {
+        let until_midnight = hints::ms_until_utc_midnight(i.now_epoch_ms);
+        return Draft {
+            daily_quota: true,
+            ..window("row06_daily_quota", until_midnight)
+        };
+    }
+
+    // Row 9 ahead of row 7 when the text names the five-hour window itself ("5-hour usage
+    // limit reached" also says "usage limit reached").
+    if p::five_hour_window(t) {
+        return window("row09_session_quota", SESSION_COOLDOWN_MS);
+    }
+
     // Row 7: a subscription window: the upstream's reset, else an hour.
     if c.quota_signals && p::subscription_quota(t, i.provider_id) {
-        let cooldown = c.usable_hint().unwrap_or(SUBSCRIPTION_COOLDOWN_MS);
-        return Draft {
-            reset_hint_ms: stated_reset,
-            ..Draft::new(
-                "row07_subscription_quota",
-                QuotaExhausted,
-                CooldownHint::Upstream(cooldown),
-            )
-        };
+        return window("row07_subscription_quota", SUBSCRIPTION_COOLDOWN_MS);
     }
 
     // Rows 8 and 9: weekly and session caps, whatever the category.
     if p::weekly_limit(t) {
-        let cooldown = CooldownHint::Upstream(WEEKLY_COOLDOWN_MS);
-        return Draft::new("row08_weekly_quota", QuotaExhausted, cooldown);
+        return window("row08_weekly_quota", WEEKLY_COOLDOWN_MS);
     }
     if p::session_limit(t) {
-        let cooldown = CooldownHint::Upstream(SESSION_COOLDOWN_MS);
-        return Draft::new("row09_session_quota", QuotaExhausted, cooldown);
+        return window("row09_session_quota", SESSION_COOLDOWN_MS);
     }
 
     // Row 10: quota text with a reset the upstream stated.
@@ -304,6 +330,35 @@ fn decide(c: &Ctx<'_>) -> Draft {
         if i.category == ProviderCategory::Apikey {
             return c.retryable("row12_apikey_forbidden", AuthError);
         }
+    }
+
+    // OpenAI's "Request too large for gpt-4o … on tokens per min (TPM)": this one request is
+    // bigger than the whole per-minute budget, so no wait helps and nothing is throttled.
+    // Anthropic's "Extra usage is required for long context requests" on a subscription:
+    // this request needs a plan feature, the account is not throttled.
+    if status == 429 && (t.contains("request too large") || t.contains("required for long context"))
+    {
+        return request_scoped_draft("request_larger_than_rate_limit_429");
+    }
+
+    // A concurrency cap (GLM's `并发数过高`, "too many concurrent requests") is not a rate
+    // window: rest the connection one second, keep its backoff level, never lock the model.
+    if status == 429 && p::concurrency_limited(t) {
+        return Draft {
+            scope: Some(LockScope::Connection),
+            ..Draft::new(
+                super::CONCURRENCY_RULE,
+                RateLimitExceeded,
+                CooldownHint::Fixed(CONCURRENCY_COOLDOWN_MS),
+            )
+        };
+    }
+
+    // A 404 that names a route, not a model (`404 page not found`, `{"detail":"Not Found"}`,
+    // "Invalid URL (POST /v1/responses)"): this provider does not serve the endpoint the
+    // request used. That says nothing about the model or the credential.
+    if status == 404 && p::unknown_route(t) {
+        return request_scoped_draft(super::ROUTE_NOT_FOUND_RULE);
     }
 
     // Row 13: the generic ERROR_RULES. A plain API-key 429 is matched by status only, so
@@ -358,10 +413,25 @@ fn decide(c: &Ctx<'_>) -> Draft {
             return c.retryable("row16_rate_limited_400", RateLimitExceeded);
         }
         // Row 17: the request itself is wrong; another connection would fail the same way.
-        return Draft::no_fallback("row17_client_error_400");
+        return Draft {
+            request_scoped: true,
+            ..Draft::no_fallback("row17_client_error_400")
+        };
     }
 
-    // Row 18: anything else (409, 422, unlisted 5xx …).
+    // A payload too large, or an unprocessable request whose text says what is wrong with it
+    // (Mistral answers invalid parameters with 422), is about the request, like a 400.
+    if status == 413
+        || (status == 422
+            && (p::context_overflow(t)
+                || p::malformed_request(t)
+                || p::param_validation(t)
+                || p::any(t, &["validation error", "invalid_request", "extra inputs"])))
+    {
+        return request_scoped_draft("request_scoped_4xx");
+    }
+
+    // Row 18: anything else (409, unlisted 5xx …).
     Draft::new("row18_other", Unknown, CooldownHint::ScaledBackoff)
 }
 
@@ -385,14 +455,30 @@ fn finish(c: &Ctx<'_>, d: Draft) -> Classification {
         TerminalSignal::Banned | TerminalSignal::CreditsExhausted => CooldownHint::None,
         _ => d.cooldown,
     };
-    let request_scoped = d.request_scoped
-        || i.request_scoped
-        || i.structured.code.is_some_and(|code| {
-            REQUEST_SCOPED_CODES
-                .iter()
-                .any(|c| code.eq_ignore_ascii_case(c))
-        });
-    let breaker = if d.skip_breaker || request_scoped {
+    // Operator rules and terminal signals are never overridden: they are about the credential.
+    let request_scoped = !d.operator
+        && terminal == TerminalSignal::None
+        && (d.request_scoped
+            || i.request_scoped
+            || i.structured.code.is_some_and(|code| {
+                REQUEST_SCOPED_CODES
+                    .iter()
+                    .any(|c| code.eq_ignore_ascii_case(c))
+            })
+            // A 5xx whose body says the prompt overflowed the context is the request's fault.
+            || (i.status >= 500 && p::context_overflow(c.t)));
+    let cooldown = if request_scoped {
+        CooldownHint::None
+    } else {
+        cooldown
+    };
+    // A terminal signal is about the credential, not the provider (MiniMax answers an empty
+    // balance with a 500): it never counts on the breaker.
+    let credential_terminal = matches!(
+        terminal,
+        TerminalSignal::Banned | TerminalSignal::CreditsExhausted
+    );
+    let breaker = if d.skip_breaker || request_scoped || credential_terminal {
         BreakerOutcome::Ignore
     } else {
         breaker_outcome_for(i.status, None)
@@ -414,7 +500,17 @@ fn finish(c: &Ctx<'_>, d: Draft) -> Classification {
         daily_quota: d.daily_quota,
         skip_provider_breaker: d.skip_breaker,
         reset_hint_ms: d.reset_hint_ms,
+        request_scoped,
+        rule_scope: d.rule_scope,
         rule: d.rule,
+    }
+}
+
+/// A request-scoped failure: move on (a combo tries its next target), cool nothing.
+fn request_scoped_draft(rule: &'static str) -> Draft {
+    Draft {
+        request_scoped: true,
+        ..Draft::new(rule, FailureReason::Unknown, CooldownHint::None)
     }
 }
 

@@ -25,7 +25,18 @@
 //! - row 12's Cloudflare refusal (error 1010, `browser_signature_banned`, `retryable: false`)
 //!   is recognised on a 403 of any category, not only API-key providers;
 //! - row 14 is subsumed by row 13 (every status it names has a status rule); row 18 asks for
-//!   the profile's scaled backoff rather than a fixed base.
+//!   the profile's scaled backoff rather than a fixed base;
+//! - **an error changes only the state it is about** (RESILIENCE.md, second-round
+//!   clarifications): a request-scoped failure — rows 15 and 17 (any 400 that is neither an
+//!   auth nor a quota signal), a 404 that names a route rather than a model, a 413, a 422
+//!   that says what is wrong with the request, a 429 for a request larger than the whole
+//!   rate limit, a request-scoped `code` or a context overflow on any status — is marked
+//!   [`Classification::request_scoped`]: no cooldown, no lockout, no breaker count;
+//! - **quota windows are not hints**: rows 6–9 (daily, subscription, weekly, session) set
+//!   their window as a [`CooldownHint::Fixed`] duration whatever `use_upstream_retry_hints`
+//!   says, and a reset the upstream stated wins over the row's fixed window;
+//! - a concurrency cap (GLM's `并发数过高`) rests the connection [`CONCURRENCY_COOLDOWN_MS`]
+//!   with its backoff level kept, and locks no model.
 //!
 //! Invariants: pure (time is `now_epoch_ms`), never panics, reads at most
 //! [`crate::hints::MAX_SCAN_BYTES`] of the text; `terminal` is `Banned`/`CreditsExhausted` only with
@@ -34,6 +45,7 @@
 //! request-scoped failure or one marked `skip_provider_breaker`.
 
 mod decide;
+mod envelope;
 mod input;
 mod patterns;
 mod redact;
@@ -43,6 +55,10 @@ mod tests;
 
 use std::fmt;
 
+pub use envelope::{
+    CONTEXT_LENGTH_EXCEEDED, ROUTE_NOT_FOUND, UpstreamErrorBody, client_code, in_band_status,
+    in_band_status_of, parse_error_body,
+};
 pub use input::{ClassifyInput, ErrorRule, StructuredError, TransportFailure};
 pub use redact::{MAX_MESSAGE_CHARS, REDACTED, redact_secrets, sanitize_message};
 
@@ -62,6 +78,16 @@ pub const SUBSCRIPTION_COOLDOWN_MS: Millis = 3_600_000;
 pub const WEEKLY_COOLDOWN_MS: Millis = 24 * 3_600_000;
 /// Row 9's cooldown for a session cap: five hours.
 pub const SESSION_COOLDOWN_MS: Millis = 5 * 3_600_000;
+
+/// The cooldown of a concurrency-limited 429 (GLM's `并发数过高`): one second, the backoff
+/// level unchanged; the cap frees as soon as a request of the same key ends.
+pub const CONCURRENCY_COOLDOWN_MS: Millis = 1_000;
+
+/// The rule id of a concurrency-limited 429.
+pub const CONCURRENCY_RULE: &str = "concurrency_limited_429";
+
+/// The rule id of a 404 whose body names a route, not a model (request-scoped).
+pub const ROUTE_NOT_FOUND_RULE: &str = "route_not_found_404";
 
 /// Which rule decided a classification, for logs and debug responses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,8 +124,16 @@ pub struct Classification {
     /// A Switchyard-side cause: never count it against the provider breaker.
     pub skip_provider_breaker: bool,
     /// The upstream's stated reset for a quota failure, kept even when the profile ignores
-    /// hints for its cooldown, so a model lockout can last until the real reset (rows 7, 10).
+    /// hints for its cooldown, so a model lockout can last until the real reset (rows 6–10).
     pub reset_hint_ms: Option<Millis>,
+    /// The failure is about this request (context overflow, an invalid parameter, content
+    /// policy, an unknown route, any 400 that is neither an auth nor a quota signal): it must
+    /// change no shared state, no cooldown, no lockout and no breaker count. Then `cooldown`
+    /// is [`CooldownHint::None`] and `breaker` is [`BreakerOutcome::Ignore`].
+    pub request_scoped: bool,
+    /// An operator or built-in provider rule chose `scope` (MiniMax's per-model quota locks
+    /// the model, not its family): a model lockout keeps that scope exactly.
+    pub rule_scope: bool,
     pub rule: MatchedRule,
 }
 
@@ -162,6 +196,8 @@ fn classify_transport(transport: TransportFailure) -> Classification {
         daily_quota: false,
         skip_provider_breaker: false,
         reset_hint_ms: None,
+        request_scoped: false,
+        rule_scope: false,
         rule: MatchedRule::Builtin(transport.as_str()),
     }
 }

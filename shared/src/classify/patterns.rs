@@ -136,6 +136,9 @@ pub(super) fn credits_exhausted(t: &str) -> bool {
             "insufficient_balance",
             "insufficient account balance",
             "insufficient credit",
+            // GLM 1113: "余额不足或无可用资源包,请充值" (balance too low, top up).
+            "余额不足",
+            "欠费",
         ],
     )
 }
@@ -215,6 +218,7 @@ pub(super) fn looks_like_quota_exhausted(t: &str) -> bool {
                 "have exhausted their quota",
                 "tpd rate limit",
                 "insufficient balance",
+                "余额不足",
                 "使用上限",
                 "调用上限",
                 "额度已用尽",
@@ -302,9 +306,34 @@ pub(super) fn context_overflow(t: &str) -> bool {
             "maximum context",
             "token limit",
             "request too large",
+            "context length",
+            "context size",
         ],
     ) || word_then_any(t, "context", &["too long", "exceeded", "overflow", "limit"])
         || word_then_any(t, "max", &["token"])
+}
+
+/// The prompt overflowed the context window, said in words that cannot mean a parameter
+/// limit (unlike "max_tokens must be …"): what the client's `context_length_exceeded` code
+/// stands for.
+pub(super) fn context_overflow_named(t: &str) -> bool {
+    any(
+        t,
+        &[
+            "context_length_exceeded",
+            "prompt is too long",
+            "maximum context length",
+            "context length",
+            "context window",
+            "input is too long",
+            "input too long",
+            "exceeds the context",
+            "reduce the length of the messages",
+            "context size",
+            "input token count",
+            "exceeds the maximum number of tokens",
+        ],
+    )
 }
 
 /// `MALFORMED_REQUEST_PATTERNS`: this model rejected the message format (row 15).
@@ -338,6 +367,8 @@ pub(super) fn model_access_denied(t: &str) -> bool {
             "invalid model",
             "unsupported model",
             "please select a different model",
+            "has been decommissioned",
+            "no longer supported",
         ],
     ) || word_start_ends(t, "model").next().is_some_and(|end| {
         let rest = t.get(end..).unwrap_or("");
@@ -401,6 +432,70 @@ pub(super) fn rate_limit_text(t: &str) -> bool {
     opt_sep(t, "high", "frequency")
         || opt_sep(t, "rate", "limit")
         || any(t, &["non-compliant", "too many requests", "频繁", "频率"])
+}
+
+/// A usage cap that names the five-hour window (MiniMax's "5-hour usage limit reached", GLM's
+/// `5 小时的使用上限`, Ollama Cloud's session limit): row 9's session window.
+pub(super) fn five_hour_window(t: &str) -> bool {
+    any(
+        t,
+        &[
+            "5-hour usage limit",
+            "5-hour limit",
+            "five-hour usage limit",
+            "5 小时的使用上限",
+            "5小时的使用上限",
+        ],
+    )
+}
+
+/// A 429 that says too many requests run at once, not too many per window: GLM's
+/// `并发数过高` / "High concurrency usage of this API" (code 1302), "too many concurrent
+/// requests", "concurrency limit".
+pub(super) fn concurrency_limited(t: &str) -> bool {
+    any(
+        t,
+        &[
+            "并发数过高",
+            "并发",
+            "high concurrency",
+            "concurrent requests",
+            "concurrency limit",
+            "concurrency_limit",
+        ],
+    )
+}
+
+/// A 404 whose body names a route, not a model: Go's and Ollama's `404 page not found`,
+/// FastAPI's (vLLM) `{"detail":"Not Found"}`, OpenAI's "Invalid URL (POST /v1/responses)",
+/// LM Studio's "Unexpected endpoint or method", Express's "Cannot POST /v1/…", llama.cpp's
+/// "File Not Found". A body that mentions a model is a model 404 and stays one.
+pub(super) fn unknown_route(t: &str) -> bool {
+    // Fireworks: "model is missing conversation_config, please use /completions API instead".
+    if seq(t, &["use /", "api instead"]) {
+        return true;
+    }
+    if t.contains("model") || t.contains("deployment") {
+        return false;
+    }
+    any(
+        t,
+        &[
+            "page not found",
+            "invalid url",
+            "unexpected endpoint",
+            "cannot post",
+            "file not found",
+            "no route",
+            "unknown route",
+            "unknown endpoint",
+            "endpoint not found",
+            "route not found",
+            "not_found_route",
+            "\"detail\":\"not found\"",
+            "\"detail\": \"not found\"",
+        ],
+    ) || seq(t, &["post", "/v1/"])
 }
 
 /// NVIDIA NIM "function … DEGRADED": the hosted function for this model is down (row 15).

@@ -131,6 +131,8 @@ pub(super) struct ProviderRuleMatch {
     pub action: Action,
     /// The rule locks until the next daily reset.
     pub daily_quota: bool,
+    /// The rule's `Upstream` duration is a quota window: applied whatever the hints setting.
+    pub window: bool,
 }
 
 /// What a provider rule sees.
@@ -155,6 +157,7 @@ const fn matched(
         scope,
         action,
         daily_quota: false,
+        window: false,
     }
 }
 
@@ -242,6 +245,7 @@ const MINIMAX_RULES: [ProviderRule; 1] = [|c| {
 const CLOUDFLARE_AI_RULES: [ProviderRule; 1] = [|c| {
     (c.status == 429 && c.lowered.contains("daily free allocation")).then_some(ProviderRuleMatch {
         daily_quota: true,
+        window: true,
         ..matched(
             "cloudflare-ai-daily-neuron-allocation",
             QuotaExhausted,
@@ -282,6 +286,34 @@ const AGENTROUTER_RULES: [ProviderRule; 2] = [
     },
 ];
 
+/// Codex (ChatGPT subscription): `usage_limit_reached` names the spent window's reset in
+/// `resets_in_seconds` (the 5-hour or the weekly window, whichever is active); the whole
+/// account waits for it.
+const CODEX_RULES: [ProviderRule; 1] = [|c| {
+    if c.status != 429 || !c.lowered.contains("usage_limit_reached") {
+        return None;
+    }
+    let secs = json_number_after(c.lowered, "\"resets_in_seconds\":")?;
+    Some(ProviderRuleMatch {
+        window: true,
+        ..matched(
+            "codex-usage-limit-window",
+            QuotaExhausted,
+            LockScope::Connection,
+            Action::Upstream(secs.saturating_mul(1000)),
+        )
+    })
+}];
+
+/// The unsigned integer right after `key` (spaces allowed), e.g. `"resets_in_seconds": 13872`.
+fn json_number_after(text: &str, key: &str) -> Option<Millis> {
+    let rest = text.get(text.find(key)? + key.len()..)?.trim_start();
+    let end = rest
+        .find(|ch: char| !ch.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest.get(..end)?.parse().ok().filter(|n| *n > 0)
+}
+
 /// The built-in rules for a provider id, first match wins.
 fn rules_for(provider_id: &str) -> &'static [ProviderRule] {
     match provider_id {
@@ -290,6 +322,7 @@ fn rules_for(provider_id: &str) -> &'static [ProviderRule] {
         "cloudflare-ai" => &CLOUDFLARE_AI_RULES,
         "openrouter" => &OPENROUTER_RULES,
         "agentrouter" => &AGENTROUTER_RULES,
+        "codex" => &CODEX_RULES,
         _ => &[],
     }
 }

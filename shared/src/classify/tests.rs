@@ -131,7 +131,7 @@ fn row06_daily_quota_locks_until_utc_midnight() {
     ));
     assert_eq!(rule_id(&c), "row06_daily_quota");
     assert!(c.daily_quota);
-    assert_eq!(c.cooldown, CooldownHint::Upstream(UNTIL_MIDNIGHT));
+    assert_eq!(c.cooldown, CooldownHint::Fixed(UNTIL_MIDNIGHT));
     assert_eq!(c.reason, FailureReason::QuotaExhausted);
     // An API-key 429 whose text names a daily cap is a quota too.
     let c = classify(&apikey(429, "daily quota exceeded"));
@@ -146,8 +146,9 @@ fn row07_subscription_window_uses_the_upstream_reset_or_an_hour() {
         ..oauth(429, text)
     });
     assert_eq!(rule_id(&c), "row07_subscription_quota");
-    // OAuth ignores hints for the cooldown, but the reset is kept for the model lockout.
-    assert_eq!(c.cooldown, CooldownHint::Upstream(SUBSCRIPTION_COOLDOWN_MS));
+    // A quota window is not a hint: the stated reset wins over the hour even where the
+    // profile ignores hints (the oauth default), and the model lockout lasts as long.
+    assert_eq!(c.cooldown, CooldownHint::Fixed(7_200_000));
     assert_eq!(c.reset_hint_ms, Some(7_200_000));
     let with_hints = ClassifyInput {
         upstream_hint_ms: Some(7_200_000),
@@ -156,7 +157,12 @@ fn row07_subscription_window_uses_the_upstream_reset_or_an_hour() {
     };
     assert_eq!(
         classify(&with_hints).cooldown,
-        CooldownHint::Upstream(7_200_000)
+        CooldownHint::Fixed(7_200_000)
+    );
+    // Without a stated reset: one hour.
+    assert_eq!(
+        classify(&oauth(429, text)).cooldown,
+        CooldownHint::Fixed(SUBSCRIPTION_COOLDOWN_MS)
     );
     // The account-rate-limit wording is a subscription window only on Claude.
     let claude_only = "This request would exceed your account's rate limit.";
@@ -179,7 +185,7 @@ fn row08_weekly_cap_is_unconditional() {
         "you (acct) have reached your weekly usage limit",
     ));
     assert_eq!(rule_id(&c), "row08_weekly_quota");
-    assert_eq!(c.cooldown, CooldownHint::Upstream(WEEKLY_COOLDOWN_MS));
+    assert_eq!(c.cooldown, CooldownHint::Fixed(WEEKLY_COOLDOWN_MS));
     assert_eq!(c.reason, FailureReason::QuotaExhausted);
 }
 
@@ -190,7 +196,7 @@ fn row09_session_cap_but_not_session_expiry() {
         "you (acct) have reached your session usage limit",
     ));
     assert_eq!(rule_id(&c), "row09_session_quota");
-    assert_eq!(c.cooldown, CooldownHint::Upstream(SESSION_COOLDOWN_MS));
+    assert_eq!(c.cooldown, CooldownHint::Fixed(SESSION_COOLDOWN_MS));
     let c = classify(&apikey(401, "session expired"));
     assert_ne!(rule_id(&c), "row09_session_quota");
 }
@@ -564,7 +570,7 @@ fn cloudflare_ai_daily_allocation_locks_until_midnight() {
     });
     assert_eq!(rule_id(&c), "cloudflare-ai-daily-neuron-allocation");
     assert!(c.daily_quota);
-    assert_eq!(c.cooldown, CooldownHint::Upstream(UNTIL_MIDNIGHT));
+    assert_eq!(c.cooldown, CooldownHint::Fixed(UNTIL_MIDNIGHT));
 }
 
 #[test]
@@ -1141,4 +1147,222 @@ proptest! {
         }
         prop_assert_eq!(c, classify(&input), "classification is deterministic");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// An error changes only the state it is about (RESILIENCE.md, clarifications, second round).
+
+/// Asserts that a classification changes no shared state: no cooldown, no breaker count.
+fn assert_request_scoped(c: &Classification, what: &str) {
+    assert!(c.request_scoped, "{what}: {c:?}");
+    assert_eq!(c.cooldown, CooldownHint::None, "{what}");
+    assert_eq!(c.breaker, BreakerOutcome::Ignore, "{what}");
+    assert_eq!(c.terminal, TerminalSignal::None, "{what}");
+}
+
+#[test]
+fn request_scoped_400s_change_no_shared_state() {
+    let structured = |code| ClassifyInput {
+        structured: StructuredError {
+            code: Some(code),
+            error_type: Some("invalid_request_error"),
+        },
+        ..apikey(
+            400,
+            "This model's maximum context length is 128000 tokens. However, your messages \
+             resulted in 130000 tokens. Please reduce the length of the messages.",
+        )
+    };
+    assert_request_scoped(
+        &classify(&structured("context_length_exceeded")),
+        "openai context_length_exceeded",
+    );
+    for text in [
+        "prompt is too long: 210000 tokens > 200000 maximum",
+        "Unsupported parameter: 'temperature' is not supported with this model.",
+        "Invalid value for 'response_format': must be one of json_object, text",
+        "Your request was rejected as a result of our safety system.",
+        "tools.0.custom.input_schema: JSON schema is invalid",
+        "Invalid schema for function 'get_weather': None is not of type 'object'.",
+        "something nobody has seen before",
+    ] {
+        for c in [apikey(400, text), oauth(400, text)] {
+            assert_request_scoped(&classify(&c), text);
+        }
+    }
+    // Combos move on past a context overflow (row 15) and stop on other 400s (row 17).
+    assert!(classify(&apikey(400, "prompt is too long: 2 > 1")).should_fallback);
+    assert!(!classify(&apikey(400, "something nobody has seen before")).should_fallback);
+    // Auth and quota signals on a 400 still change state.
+    assert!(!classify(&apikey(400, "rate limit reached, slow down")).request_scoped);
+    assert!(!classify(&apikey(400, "you exceeded your current quota")).request_scoped);
+    assert!(!classify(&apikey(400, "Your account has been suspended")).request_scoped);
+}
+
+#[test]
+fn unknown_route_404_is_not_a_model_404() {
+    for text in [
+        "404 page not found",
+        r#"{"detail":"Not Found"}"#,
+        r#"{"error":{"message":"Invalid URL (POST /v1/responses)","type":"invalid_request_error","param":null,"code":null}}"#,
+        r#"{"error":"Unexpected endpoint or method. (POST /v1/responses)"}"#,
+        "Cannot POST /v1/responses",
+    ] {
+        let c = classify(&apikey(404, text));
+        assert_request_scoped(&c, text);
+        assert!(c.should_fallback, "{text}");
+    }
+    // A 404 that names a model still locks that model.
+    for text in [
+        r#"{"error":{"message":"The model `gpt-9` does not exist or you do not have access to it.","code":"model_not_found"}}"#,
+        r#"{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}"#,
+        r#"{"error":"model 'llama9' not found, try pulling it first"}"#,
+    ] {
+        let c = classify(&apikey(404, text));
+        assert!(!c.request_scoped, "{text}");
+        assert_eq!(c.scope, LockScope::Model, "{text}");
+    }
+}
+
+#[test]
+fn request_scoped_codes_on_5xx_change_no_shared_state() {
+    let c = classify(&ClassifyInput {
+        structured: StructuredError {
+            code: Some("context_length_exceeded"),
+            error_type: None,
+        },
+        ..apikey(500, "internal")
+    });
+    assert_request_scoped(&c, "500 context_length_exceeded");
+    assert_request_scoped(
+        &classify(&apikey(503, "prompt is too long for this model")),
+        "503 prompt too long",
+    );
+    assert!(!classify(&apikey(503, "upstream unavailable")).request_scoped);
+}
+
+#[test]
+fn quota_windows_are_not_hints() {
+    // The oauth profile ignores upstream hints; the windows apply anyway, as fixed durations
+    // (which the cooldown policy applies on every profile).
+    for (text, window) in [
+        ("You've reached your weekly usage limit", WEEKLY_COOLDOWN_MS),
+        (
+            "session limit reached for this account",
+            SESSION_COOLDOWN_MS,
+        ),
+        ("Claude usage limit reached", SUBSCRIPTION_COOLDOWN_MS),
+        ("daily quota exhausted, try again tomorrow", UNTIL_MIDNIGHT),
+    ] {
+        let c = classify(&oauth(429, text));
+        assert_eq!(c.cooldown, CooldownHint::Fixed(window), "{text}");
+        assert_eq!(c.reset_hint_ms, Some(window), "{text}");
+        assert_eq!(c.reason, FailureReason::QuotaExhausted, "{text}");
+        // A reset the upstream stated wins over the fixed window.
+        let stated = classify(&ClassifyInput {
+            upstream_hint_ms: Some(3 * 3_600_000),
+            ..oauth(429, text)
+        });
+        assert_eq!(
+            stated.cooldown,
+            CooldownHint::Fixed(3 * 3_600_000),
+            "{text}"
+        );
+    }
+    // Through the cooldown policy: 24 h on the oauth profile, not 5 s · 2^level.
+    let c = classify(&oauth(429, "weekly limit reached"));
+    let params = crate::cooldown::CooldownParams::for_category(ProviderCategory::Oauth);
+    let (state, _) = crate::cooldown::on_event(
+        &crate::cooldown::ConnState::default(),
+        &crate::cooldown::ConnEvent::Failure(crate::cooldown::FailureObservation {
+            status: Some(429),
+            reason: c.reason,
+            hint: c.cooldown,
+            terminal: c.terminal,
+            stream_stall: false,
+            message: "weekly limit reached".to_owned(),
+        }),
+        &params,
+        1_000,
+    );
+    assert_eq!(state.rate_limited_until, Some(1_000 + WEEKLY_COOLDOWN_MS));
+}
+
+#[test]
+fn concurrency_limited_429_rests_one_second_without_locking_the_model() {
+    let text = r#"{"error":{"code":"1302","message":"您当前使用该API的并发数过高，请降低并发，或联系客服增加限额。"}}"#;
+    for input in [
+        apikey(429, text),
+        ClassifyInput {
+            is_combo: true,
+            ..apikey(429, text)
+        },
+    ] {
+        let c = classify(&input);
+        assert_eq!(rule_id(&c), "concurrency_limited_429");
+        assert_eq!(c.cooldown, CooldownHint::Fixed(CONCURRENCY_COOLDOWN_MS));
+        assert_eq!(c.scope, LockScope::Connection);
+        assert_eq!(c.breaker, BreakerOutcome::Ignore);
+        assert!(c.should_fallback);
+    }
+}
+
+#[test]
+fn a_request_larger_than_the_rate_limit_is_request_scoped() {
+    let text = "Request too large for gpt-4o in organization org-xyz on tokens per min (TPM): \
+                Limit 30000, Requested 41205. The input or output tokens must be reduced in \
+                order to run successfully.";
+    let c = classify(&apikey(429, text));
+    assert_request_scoped(&c, text);
+    assert!(c.should_fallback);
+    // A plain token rate limit still cools the connection.
+    assert!(
+        !classify(&apikey(
+            429,
+            "Rate limit reached for gpt-4o on tokens per min"
+        ))
+        .request_scoped
+    );
+}
+
+#[test]
+fn corpus_wordings_are_recognised() {
+    // Fireworks names another API, not a model: an unknown route.
+    let c = classify(&apikey(
+        404,
+        r#"{"error":{"object":"error","type":"invalid_request_error","message":"model is missing conversation_config, please use /completions API instead"}}"#,
+    ));
+    assert_eq!(rule_id(&c), ROUTE_NOT_FOUND_RULE);
+    // Context overflow in llama.cpp's and LM Studio's words: row 15, so a combo moves on.
+    for text in [
+        "the request exceeds the available context size. try increasing the context size",
+        "The number of tokens to keep from the initial prompt is greater than the context length",
+    ] {
+        let c = classify(&apikey(400, text));
+        assert_eq!(rule_id(&c), "row15_model_scoped_400", "{text}");
+        assert!(c.should_fallback && c.request_scoped, "{text}");
+    }
+    // A decommissioned model is model-scoped: a combo moves on.
+    let c = classify(&apikey(
+        400,
+        "The model `llama-3.1-70b-versatile` has been decommissioned and is no longer supported.",
+    ));
+    assert_eq!(rule_id(&c), "row15_model_scoped_400");
+    // GLM 1113 in Chinese: credits exhausted.
+    let c = classify(&ClassifyInput {
+        provider_id: "glm",
+        ..apikey(
+            429,
+            r#"{"error":{"code":"1113","message":"余额不足或无可用资源包,请充值。"}}"#,
+        )
+    });
+    assert_eq!(c.terminal, TerminalSignal::CreditsExhausted);
+    // A subscription without long-context access: the request needs a feature.
+    assert!(
+        classify(&oauth(
+            429,
+            "Extra usage is required for long context requests."
+        ))
+        .request_scoped
+    );
 }

@@ -71,9 +71,12 @@ async fn enabled_provider_cooldown_skips_the_provider_without_an_attempt() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    // Both connections fail once: two provider failures inside the window.
-    let (status, _) = chat(&client, &node.client_url()).await;
-    assert_eq!(status, 503);
+    // Both connections fail once: two provider failures inside the window. Both now cool, so
+    // the failing request itself gets the connection-level 429 (the spec's answer when every
+    // connection is cooling).
+    let (status, body) = chat(&client, &node.client_url()).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "connection_cooldown", "{body}");
     assert_eq!(mock.stats().requests_total, 2);
     // Now the provider itself is cooling: no attempt reaches the mock.
     let (status, body) = chat(&client, &node.client_url()).await;
@@ -96,8 +99,9 @@ async fn provider_cooldown_is_off_by_default() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let (status, _) = chat(&client, &node.client_url()).await;
-    assert_eq!(status, 503);
+    let (status, body) = chat(&client, &node.client_url()).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "connection_cooldown", "{body}");
     // Both connections now cool for a few seconds, but the provider is not skipped as a whole:
     // the answer is the connection-level 429, not provider_cooldown.
     let (status, body) = chat(&client, &node.client_url()).await;

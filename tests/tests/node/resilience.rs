@@ -439,9 +439,11 @@ use_upstream_retry_hints = false
     let mut upstream = 0;
     for expected_secs in [1u64, 2, 4] {
         mock.script(rate_limit()).unwrap();
+        // The 429 cools the only connection: the failing request already gets the spec's
+        // answer for a cooling connection.
         node.chat("p/mock-model")
             .await
-            .assert_error(429, "rate_limit_exceeded");
+            .assert_error(429, "connection_cooldown");
         upstream += 1;
         wait_cooling(&node, "a").await;
         let r = node.chat("p/mock-model").await;
@@ -463,7 +465,7 @@ use_upstream_retry_hints = false
     mock.script(rate_limit()).unwrap();
     node.chat("p/mock-model")
         .await
-        .assert_error(429, "rate_limit_exceeded");
+        .assert_error(429, "connection_cooldown");
     wait_cooling(&node, "a").await;
     let r = node.chat("p/mock-model").await;
     assert_cooling(&r, "a", 4);
@@ -523,7 +525,7 @@ use_upstream_retry_hints = false
     mock.script(slow_429.times(3)).unwrap();
     let replies = concurrent_chats(&node, "p/mock-model", 3).await;
     for r in &replies {
-        r.assert_error(429, "rate_limit_exceeded");
+        r.assert_error(429, "connection_cooldown");
     }
     let peak = mock.stats().max_in_flight_for_key("sk-a");
     assert_eq!(peak, 3, "all three in flight at once");
@@ -539,7 +541,7 @@ use_upstream_retry_hints = false
     .unwrap();
     node.chat("p/mock-model")
         .await
-        .assert_error(429, "rate_limit_exceeded");
+        .assert_error(429, "connection_cooldown");
     wait_cooling(&node, "a").await;
     assert_cooling(&node.chat("p/mock-model").await, "a", 2);
     assert_eq!(hits(&mock, "sk-a"), 4);
@@ -577,7 +579,7 @@ budget_ms = 2000
     mock.script(rate_limit("sk-c", "5")).unwrap();
 
     let r = node.chat("p/mock-model").await;
-    r.assert_error(429, "rate_limit_exceeded");
+    r.assert_error(429, "connection_cooldown");
     assert_eq!(r.retry_after(), Some(1), "the upstream's hint: {r:?}");
     wait_cooling(&node, "a").await;
     let started = Instant::now();
@@ -591,7 +593,7 @@ budget_ms = 2000
 
     node.chat("q/mock-model")
         .await
-        .assert_error(429, "rate_limit_exceeded");
+        .assert_error(429, "connection_cooldown");
     wait_cooling(&node, "c").await;
     let started = Instant::now();
     let r = node.chat("q/mock-model").await;
@@ -659,8 +661,9 @@ async fn terminal_credits_exhausted_is_never_retried() {
     );
     assert_eq!(hits(&mock, "sk-b"), 5);
 
+    // The failure that makes the only connection terminal is answered as a terminal one.
     let r = node.chat("q/mock-model").await;
-    r.assert_error(429, "rate_limit_exceeded");
+    r.assert_error(401, "all_connections_terminal");
     assert_eq!(r.connection(), "c", "{r:?}");
     wait_terminal(&node, "c").await;
     for _ in 0..3 {
@@ -725,7 +728,13 @@ async fn terminal_expired_only_after_three_consecutive_401s() {
     .await;
     for i in 4..=6u64 {
         let r = node.chat("p/mock-model").await;
-        r.assert_error(401, "invalid_api_key");
+        // The third consecutive 401 turns the only connection `expired`: that is its answer.
+        let code = if i == 6 {
+            "all_connections_terminal"
+        } else {
+            "invalid_api_key"
+        };
+        r.assert_error(401, code);
         assert_eq!(
             hits(&mock, "sk-a"),
             i,
@@ -1031,7 +1040,7 @@ default_retry_after_ms = 60000
     .unwrap();
 
     let r = node.chat("g/mock-model").await;
-    r.assert_error(429, "rate_limit_exceeded");
+    r.assert_error(429, "connection_cooldown");
     assert_eq!(r.error_type(), "rate_limit_error");
     assert_eq!(r.retry_after(), Some(60), "the rule's default: {r:?}");
     assert_eq!(r.connection(), "g1");
@@ -1041,7 +1050,7 @@ default_retry_after_ms = 60000
     assert_eq!(hits(&mock, "sk-g"), 1, "the restated key cools");
 
     let r = node.chat("h/mock-model").await;
-    r.assert_error(429, "rate_limit_exceeded");
+    r.assert_error(429, "connection_cooldown");
     assert_eq!(
         r.retry_after(),
         Some(7),
@@ -1052,11 +1061,16 @@ default_retry_after_ms = 60000
     r.assert_error(429, "connection_cooldown");
     assert_eq!(hits(&mock, "sk-h"), 1);
 
+    // An exclude marker vetoes the restatement: the 403 is classified as the 403 it is (an
+    // API key refused, which rests the only connection), not as a restated quota 429 with
+    // the rule's 60 s.
     let r = node.chat("v/mock-model").await;
+    r.assert_error(429, "connection_cooldown");
     assert_eq!(
-        r.status, 403,
+        r.json["error"]["connections"][0]["reason"], "auth_error",
         "an exclude marker vetoes the restatement: {r:?}"
     );
+    assert_ne!(r.retry_after(), Some(60), "{r:?}");
     assert_envelope(&r.json["error"], &r.text);
 }
 
@@ -1112,7 +1126,9 @@ async fn every_reply_has_routing_headers_and_typed_errors() {
     let r = node
         .post("/v1/chat/completions", "application/json", stream_body())
         .await;
-    assert_eq!(r.status, 500, "{r:?}");
+    // Both 500s cooled their connection: the spec's 429 for a provider whose every
+    // connection is cooling.
+    assert_eq!(r.status, 429, "{r:?}");
     assert_envelope(&r.json["error"], &r.text);
     assert_eq!((r.connection(), r.attempts()), ("b", 2), "{r:?}");
     // Both connections now cool for the backoff base (3 s); wait it out.
@@ -1131,7 +1147,9 @@ async fn every_reply_has_routing_headers_and_typed_errors() {
     )
     .unwrap();
     let r = node.chat("p/mock-model").await;
-    assert_eq!(r.status, 500, "{r:?}");
+    // Both cooled their connection: the spec's 429 for a provider whose every connection
+    // is cooling, naming the last connection and counting both attempts.
+    assert_eq!(r.status, 429, "{r:?}");
     assert_envelope(&r.json["error"], &r.text);
     assert_eq!(r.connection(), "b", "{r:?}");
     assert_eq!(r.attempts(), 2, "{r:?}");

@@ -595,3 +595,22 @@ pub fn anthropic_text(events: &[SseEvent]) -> String {
         .filter_map(|v| v["delta"]["text"].as_str().map(str::to_owned))
         .collect()
 }
+
+/// Waits until the node has settled what earlier requests did, before a test asserts that
+/// they changed nothing: no request in flight (every observation sent), then a fresh (not
+/// `stale`) report from every provider's breaker actor, which answers only after the
+/// observations already in its mailbox. A state change cannot be waited for when the claim
+/// is that none happened; this is the barrier instead.
+pub async fn quiesce(node: &NodeProcess, management_key: &str) {
+    wait_idle(node).await;
+    let health = format!("{}/api/monitoring/health", node.admin_url());
+    let fresh = eventually(STATE_DEADLINE, || async {
+        let r = send(http().get(&health).bearer_auth(management_key)).await;
+        let doc = r.json();
+        doc["providerBreakers"]
+            .as_array()
+            .is_some_and(|all| all.iter().all(|b| b["stale"] == false))
+    })
+    .await;
+    assert!(fresh, "breaker reports stayed stale; log:\n{}", node.log());
+}

@@ -104,7 +104,8 @@ impl ProviderHandle {
             provider: &self.id,
             connection,
             model,
-            family: None,
+            // 429/403/402 lock the model's quota family (RESILIENCE.md §3).
+            family: Some(switchyard_shared::lockout::quota_family(model)),
             per_model_quota: self.config.per_model_quota,
         }
     }

@@ -92,7 +92,7 @@ pub async fn on_failure(
     if let Some(session) = &req.session {
         rt.affinity.evict(ctx.provider.idx, session);
     }
-    rc.report.last_failure = Some(judged.failure);
+    rc.report.record_failure(judged.failure);
     let retryable = judged.classification.should_fallback
         && judged.classification.retry != RetryClass::NotRetryable;
     if !retryable {

@@ -143,6 +143,8 @@ async fn pick_connection_says_why_nothing_is_left() {
         message: String::new(),
         retry_after_ms: None,
         stream_code: None,
+        code: None,
+        block: None,
     });
     assert!(matches!(
         eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
