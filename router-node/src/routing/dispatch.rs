@@ -278,7 +278,7 @@ async fn try_target(
         report.skip(&key, &target.provider, TargetSkip::NoConnections);
         return Ok(None);
     };
-    let plan = translation::plan(req.format, provider.config.format);
+    let plan = translation::plan_for(req.format, &provider.config);
     // The body in the provider's wire format, once per target; a parameter that format cannot
     // carry is the client's error (400 naming it), whatever state the provider is in.
     let model: Arc<str> = target.model.clone();
@@ -288,6 +288,10 @@ async fn try_target(
         &req.body,
         &model,
         rt.clock.epoch_ms() / 1000,
+        &switchyard_shared::translate::TranslateOptions {
+            unknown_params: rt.config.translation.unknown_params,
+            ..Default::default()
+        },
     )?;
     // 0. The optional windowed provider cooldown (off by default).
     let now = rt.clock.now();
