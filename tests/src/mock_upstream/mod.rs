@@ -10,7 +10,10 @@
 //! together when no delay separates them.
 //!
 //! Routes: `POST /v1/chat/completions`, `POST /v1/messages`, `POST /v1/responses` (JSON, or
-//! SSE with `"stream": true`) and `GET /v1/models`. Faults are [`FaultSpec`]s queued through
+//! SSE with `"stream": true`), `POST /v1/messages/count_tokens` and `GET /v1/models`. With
+//! [`MockConfig::agent`] the mock plays a model that calls one tool and then answers
+//! ([`AgentScript`]); with `serve_responses: false` it refuses `/v1/responses` like a
+//! chat-only server. Faults are [`FaultSpec`]s queued through
 //! [`MockHandle::script`] or `POST /__mock/script` (see the `control` module), or sent with
 //! one request in the `x-mock-fault` header. Counters are read with [`MockHandle::stats`] or
 //! `GET /__mock/stats`.
@@ -32,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agent;
 mod body;
 mod config;
 mod control;
@@ -50,6 +54,7 @@ use tokio::net::TcpSocket;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use agent::{AgentScript, AgentSeen};
 pub use config::MockConfig;
 pub use control::parse_script;
 pub use fault::{
@@ -60,6 +65,7 @@ pub use stats::{
     Arrival, MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot,
 };
 
+use agent::AgentLog;
 use fault::FaultQueue;
 use stats::{Limits, Stats};
 
@@ -77,6 +83,9 @@ pub(crate) struct Shared {
     pub(crate) config: MockConfig,
     pub(crate) faults: FaultQueue,
     pub(crate) stats: Arc<Stats>,
+    pub(crate) agent: AgentLog,
+    /// `POST /v1/messages/count_tokens` requests served.
+    pub(crate) count_tokens: std::sync::atomic::AtomicU64,
 }
 
 /// Entry point: starts a mock upstream on the current tokio runtime.
@@ -104,6 +113,8 @@ impl MockUpstream {
                 arrival_log: config.arrival_log,
             })),
             faults: FaultQueue::default(),
+            agent: AgentLog::default(),
+            count_tokens: std::sync::atomic::AtomicU64::new(0),
             config,
         });
         let cancel = CancellationToken::new();
@@ -184,6 +195,18 @@ impl MockHandle {
         self.shared.stats.arrivals()
     }
 
+    /// What the scripted agent model ([`MockConfig::agent`]) saw so far.
+    pub fn agent_seen(&self) -> AgentSeen {
+        self.shared.agent.snapshot()
+    }
+
+    /// `POST /v1/messages/count_tokens` requests served so far.
+    pub fn count_tokens_requests(&self) -> u64 {
+        self.shared
+            .count_tokens
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Zeroes the counters (requests in flight stay counted as in flight).
     pub fn reset_stats(&self) {
         self.shared.stats.reset();
@@ -193,6 +216,7 @@ impl MockHandle {
     pub fn reset(&self) {
         self.clear_faults();
         self.reset_stats();
+        self.shared.agent.reset();
     }
 
     /// Stops accepting, closes open connections and waits for the accept loop to end.
