@@ -347,3 +347,131 @@ async fn codex_on_an_anthropic_provider() {
             .collect::<Vec<_>>()
     );
 }
+
+// === endpoints the agents call, and the Responses API on chat-only providers ===
+
+async fn count_tokens_via(format: &str) -> (MockHandle, NodeProcess, reqwest::Response) {
+    let mock = agent_mock("Bash", json!({}), true).await;
+    let node = node_for(&mock, format, CLAUDE_MODEL).await;
+    let resp = http()
+        .post(format!("{}/v1/messages/count_tokens?beta=true", node.client_url()))
+        .header("anthropic-version", "2023-06-01")
+        .json(&json!({
+            "model": CLAUDE_MODEL,
+            "system": "You are a careful assistant.",
+            "messages": [{"role": "user", "content": "Count the tokens of this sentence, please."}],
+            "tools": [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}]
+        }))
+        .send()
+        .await
+        .unwrap();
+    (mock, node, resp)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_tokens_is_forwarded_to_an_anthropic_provider() {
+    let (mock, node, resp) = count_tokens_via("anthropic").await;
+    assert_eq!(resp.status(), 200, "{}", node.log());
+    assert!(resp.headers().get("x-switchyard-token-estimate").is_none());
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["input_tokens"].as_u64().unwrap() > 0, "{body}");
+    assert_eq!(mock.count_tokens_requests(), 1, "the provider counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_tokens_is_estimated_for_an_openai_provider() {
+    let (mock, node, resp) = count_tokens_via("openai").await;
+    assert_eq!(resp.status(), 200, "{}", node.log());
+    assert_eq!(
+        resp.headers()
+            .get("x-switchyard-token-estimate")
+            .and_then(|v| v.to_str().ok()),
+        Some("tiktoken-o200k_base")
+    );
+    let body: Value = resp.json().await.unwrap();
+    let tokens = body["input_tokens"].as_u64().unwrap();
+    // System, message and tool definition: a few dozen o200k tokens, not bytes / 4 of JSON.
+    assert!((15..200).contains(&tokens), "{body}");
+    assert_eq!(mock.count_tokens_requests(), 0, "nothing went upstream");
+}
+
+/// The official OpenAI Python SDK's `responses.create`, JSON and stream, against an
+/// OpenAI-format provider that does not serve `/v1/responses` (the mock answers it with
+/// vLLM's 404), with the default `responses_api = "auto"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_responses_work_against_a_chat_only_provider() {
+    let python = tokio::task::spawn_blocking(|| {
+        switchyard_tests::python::ensure_venv(
+            "sdk-venv",
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/requirements.txt"),
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("SDK virtualenv: {e}"));
+    let mock = MockUpstream::start(MockConfig {
+        serve_responses: false,
+        chunks: 4,
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let node = node_for(&mock, "openai", "qwen3-coder").await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("responses_check.py");
+    std::fs::write(
+        &script,
+        r#"import sys
+from openai import OpenAI
+client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="sy-not-checked", max_retries=0)
+r = client.responses.create(model="qwen3-coder", input="Say hello")
+assert r.status == "completed", r
+text = r.output_text
+assert text, r
+chunks = []
+with client.responses.stream(model="qwen3-coder", input="Say hello") as stream:
+    for event in stream:
+        if event.type == "response.output_text.delta":
+            chunks.append(event.delta)
+    final = stream.get_final_response()
+assert "".join(chunks) == text == final.output_text, (chunks, text, final)
+print("responses ok:", text)
+"#,
+    )
+    .unwrap();
+    let base = node.client_url();
+    let (ok, output) = tokio::task::spawn_blocking(move || {
+        run(
+            Command::new(&python)
+                .arg(&script)
+                .arg(&base)
+                .env("NO_PROXY", "127.0.0.1,localhost")
+                .env_remove("HTTP_PROXY")
+                .env_remove("HTTPS_PROXY")
+                .env_remove("OPENAI_BASE_URL"),
+            Duration::from_secs(120),
+            "responses_check.py",
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        ok && output.contains("responses ok: Hello"),
+        "{output}\n--- node log ---\n{}",
+        node.log()
+    );
+    let stats = mock.stats();
+    assert!(
+        stats.recent_bodies.len() >= 2
+            && stats
+                .recent_bodies
+                .iter()
+                .all(|b| b.route == "chat_completions"),
+        "{:?}",
+        stats
+            .recent_bodies
+            .iter()
+            .map(|b| &b.route)
+            .collect::<Vec<_>>()
+    );
+}
