@@ -309,4 +309,39 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn responses_reach_only_openai_hosts_natively_by_default() {
+        use switchyard_shared::config::ResponsesApi;
+        let provider = |base_url: &str, responses_api: ResponsesApi| ProviderConfig {
+            format: ProviderFormat::Openai,
+            base_url: base_url.to_owned(),
+            responses_api,
+            ..ProviderConfig::default()
+        };
+        let native = Plan {
+            wire: ClientFormat::OpenAiResponses,
+            translate: false,
+        };
+        let to_chat = Plan {
+            wire: ClientFormat::OpenAiChat,
+            translate: true,
+        };
+        let responses = ClientFormat::OpenAiResponses;
+        let openai = provider("https://api.openai.com/v1", ResponsesApi::Auto);
+        assert_eq!(plan_for(responses, &openai), native);
+        let azure = provider("https://r.openai.azure.com/openai/v1", ResponsesApi::Auto);
+        assert_eq!(plan_for(responses, &azure), native);
+        let vllm = provider("http://127.0.0.1:8000/v1", ResponsesApi::Auto);
+        assert_eq!(plan_for(responses, &vllm), to_chat);
+        let native_vllm = provider("http://127.0.0.1:8000/v1", ResponsesApi::Native);
+        assert_eq!(plan_for(responses, &native_vllm), native);
+        let forced = provider("https://api.openai.com/v1", ResponsesApi::Translate);
+        assert_eq!(plan_for(responses, &forced), to_chat);
+        // Other client formats are unaffected.
+        assert_eq!(
+            plan_for(ClientFormat::OpenAiChat, &vllm),
+            plan(ClientFormat::OpenAiChat, ProviderFormat::Openai)
+        );
+    }
 }
