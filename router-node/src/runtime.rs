@@ -62,6 +62,8 @@ pub struct RoutingTable {
     pub cluster: Option<Arc<Cluster>>,
     /// Which connections are reserved for exclusive session leases.
     pub leases: LeasePolicy,
+    /// `[translation]`: what cross-format translation does with fields it does not know.
+    pub unknown_params: switchyard_shared::translate::UnknownParams,
 }
 
 /// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
@@ -260,6 +262,7 @@ impl Runtime {
                 metrics: Arc::new(metrics),
                 cluster,
                 leases: LeasePolicy::from_config(&config),
+                unknown_params: config.translation.unknown_params,
             },
             settings_warnings,
             keys,

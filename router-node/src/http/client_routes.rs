@@ -24,6 +24,7 @@ use crate::access_log;
 use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
 use crate::reload::Rt;
+use crate::routing::translation::DROPPED_PARAMS_HEADER;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
 use crate::upstream::{AttemptFailure, StreamEnd};
@@ -175,6 +176,9 @@ fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
     b.insert_header(("x-switchyard-connection", routed.conn.id.to_string()));
     b.insert_header(("x-switchyard-attempts", routed.attempts.to_string()));
     b.insert_header(("x-request-id", request_id.to_owned()));
+    if let Some(dropped) = routed.translation.as_ref().and_then(|t| t.dropped()) {
+        b.insert_header((DROPPED_PARAMS_HEADER, dropped.to_owned()));
+    }
     let body = scrub::scrub_bytes(&ok.body, routed.conn.api_key.as_deref());
     b.content_type("application/json").body(body)
 }
@@ -278,10 +282,18 @@ fn committed_response(
         return timer.finish_with(resp, route_req.upstream_wait.get());
     }
     let log = (request_id.clone(), started);
+    let dropped = routed
+        .translation
+        .as_ref()
+        .and_then(|t| t.dropped())
+        .map(str::to_owned);
     let body = committed_body(rt, routed, route_req, log, timer);
     let mut b = HttpResponse::Ok();
     for (k, v) in headers {
         b.insert_header((k, v));
+    }
+    if let Some(dropped) = dropped {
+        b.insert_header((DROPPED_PARAMS_HEADER, dropped));
     }
     b.content_type("text/event-stream")
         .insert_header(("cache-control", "no-cache"))
@@ -323,6 +335,10 @@ fn committed_body(
     let log_secret = secret.clone();
     let key_id = route_req.key_id().map(str::to_owned);
     let client_model = route_req.body.model.clone();
+    let dropped = translation
+        .as_ref()
+        .and_then(|t| t.dropped())
+        .map(str::to_owned);
     let on_finish = Box::new(move |end: StreamEnd| {
         // Permits and in-flight counts are released here, exactly once.
         drop(permits);
@@ -394,6 +410,9 @@ fn committed_body(
                     end.usage.as_ref().and_then(|u| u.output).unwrap_or(0),
                 )
                 .u64("duration_ms", millis(log.1.elapsed()));
+            if let Some(dropped) = &dropped {
+                line.str("dropped_params", dropped);
+            }
             line.finish();
         }
         rt.metrics.stream_end(provider.idx, &model, &end);
@@ -495,6 +514,9 @@ fn access_log_ok(
             "output_tokens",
             usage.as_ref().and_then(|u| u.output).unwrap_or(0),
         );
+    if let Some(dropped) = routed.translation.as_ref().and_then(|t| t.dropped()) {
+        line.str("dropped_params", dropped);
+    }
     line.finish();
 }
 

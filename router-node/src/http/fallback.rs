@@ -10,9 +10,10 @@ use actix_web::{HttpRequest, HttpResponse};
 use super::errors::{ClientFormat, ErrorSource, GatewayError};
 
 /// The client routes and their one method each.
-const ROUTES: [(&str, &str, ClientFormat); 5] = [
+const ROUTES: [(&str, &str, ClientFormat); 6] = [
     ("/v1/chat/completions", "POST", ClientFormat::OpenAiChat),
     ("/v1/messages", "POST", ClientFormat::Anthropic),
+    ("/v1/messages/count_tokens", "POST", ClientFormat::Anthropic),
     ("/v1/responses", "POST", ClientFormat::OpenAiResponses),
     ("/v1/models", "GET", ClientFormat::OpenAiChat),
     ("/api/v1/session-leases", "POST", ClientFormat::OpenAiChat),

@@ -2,6 +2,7 @@
 
 pub mod admin_routes;
 pub mod client_routes;
+pub mod count_tokens;
 pub mod fallback;
 pub mod ingress;
 pub mod leases;

@@ -39,6 +39,10 @@ pub fn bind(
                     web::post().to(client_routes::chat_completions),
                 )
                 .route("/v1/messages", web::post().to(client_routes::messages))
+                .route(
+                    "/v1/messages/count_tokens",
+                    web::post().to(super::count_tokens::count_tokens),
+                )
                 .route("/v1/responses", web::post().to(client_routes::responses))
                 .route("/v1/models", web::get().to(client_routes::models))
                 .route(

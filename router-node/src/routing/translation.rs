@@ -12,7 +12,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
-use switchyard_shared::config::ProviderFormat;
+use switchyard_shared::config::{ProviderConfig, ProviderFormat};
 use switchyard_shared::sse::{Format, SseParser};
 use switchyard_shared::translate::{
     self, StreamTranslator, TranslateContext, TranslateError, TranslateOptions,
@@ -52,6 +52,22 @@ pub fn plan(client: ClientFormat, provider: ProviderFormat) -> Plan {
     }
 }
 
+/// The plan for a client format and a configured provider: [`plan`], except that Responses
+/// requests to an `openai` provider that does not serve that API (`responses_api`: by default
+/// every host but OpenAI's own) are translated to Chat Completions.
+pub fn plan_for(client: ClientFormat, provider: &ProviderConfig) -> Plan {
+    if client == ClientFormat::OpenAiResponses
+        && provider.format == ProviderFormat::Openai
+        && !provider.serves_responses_natively()
+    {
+        return Plan {
+            wire: ClientFormat::OpenAiChat,
+            translate: true,
+        };
+    }
+    plan(client, provider.format)
+}
+
 fn native(wire: ClientFormat) -> Plan {
     Plan {
         wire,
@@ -74,6 +90,19 @@ pub struct Translation {
     pub client: ClientFormat,
     pub wire: ClientFormat,
     pub ctx: TranslateContext,
+    /// Client fields the translation dropped, comma-separated (empty when none), for the
+    /// `x-switchyard-dropped-params` header and the access log.
+    pub dropped: String,
+}
+
+/// The response header naming the client fields a translation dropped.
+pub const DROPPED_PARAMS_HEADER: &str = "x-switchyard-dropped-params";
+
+impl Translation {
+    /// The dropped fields, when there are any.
+    pub fn dropped(&self) -> Option<&str> {
+        (!self.dropped.is_empty()).then_some(self.dropped.as_str())
+    }
 }
 
 /// The upstream body for `plan`: the client's body with `model` replaced, translated when the
@@ -84,6 +113,7 @@ pub fn upstream_body(
     body: &ParsedBody,
     upstream_model: &str,
     now_unix_secs: u64,
+    opts: &TranslateOptions,
 ) -> Result<(Bytes, Option<Translation>), GatewayError> {
     if !plan.translate {
         if client == ClientFormat::Anthropic && memchr_thinking(&body.raw) {
@@ -107,13 +137,14 @@ pub fn upstream_body(
             format!("Request body is not valid JSON: {e}"),
         )
     })?;
-    let mut out = translate::translate_request(
+    let translated = translate::translate_request_detailed(
         format_of(client),
         format_of(plan.wire),
         &request,
-        &TranslateOptions::default(),
+        opts,
     )
     .map_err(translate_error)?;
+    let mut out = translated.body;
     out["model"] = Value::from(upstream_model);
     let bytes = serde_json::to_vec(&out)
         .map_err(|_| GatewayError::internal("could not encode the translated request"))?;
@@ -124,6 +155,7 @@ pub fn upstream_body(
             client,
             wire: plan.wire,
             ctx,
+            dropped: translated.dropped.join(","),
         }),
     ))
 }
@@ -275,6 +307,41 @@ mod tests {
                 wire: Anthropic,
                 translate: true
             }
+        );
+    }
+
+    #[test]
+    fn responses_reach_only_openai_hosts_natively_by_default() {
+        use switchyard_shared::config::ResponsesApi;
+        let provider = |base_url: &str, responses_api: ResponsesApi| ProviderConfig {
+            format: ProviderFormat::Openai,
+            base_url: base_url.to_owned(),
+            responses_api,
+            ..ProviderConfig::default()
+        };
+        let native = Plan {
+            wire: ClientFormat::OpenAiResponses,
+            translate: false,
+        };
+        let to_chat = Plan {
+            wire: ClientFormat::OpenAiChat,
+            translate: true,
+        };
+        let responses = ClientFormat::OpenAiResponses;
+        let openai = provider("https://api.openai.com/v1", ResponsesApi::Auto);
+        assert_eq!(plan_for(responses, &openai), native);
+        let azure = provider("https://r.openai.azure.com/openai/v1", ResponsesApi::Auto);
+        assert_eq!(plan_for(responses, &azure), native);
+        let vllm = provider("http://127.0.0.1:8000/v1", ResponsesApi::Auto);
+        assert_eq!(plan_for(responses, &vllm), to_chat);
+        let native_vllm = provider("http://127.0.0.1:8000/v1", ResponsesApi::Native);
+        assert_eq!(plan_for(responses, &native_vllm), native);
+        let forced = provider("https://api.openai.com/v1", ResponsesApi::Translate);
+        assert_eq!(plan_for(responses, &forced), to_chat);
+        // Other client formats are unaffected.
+        assert_eq!(
+            plan_for(ClientFormat::OpenAiChat, &vllm),
+            plan(ClientFormat::OpenAiChat, ProviderFormat::Openai)
         );
     }
 }

@@ -10,7 +10,7 @@
 //! [`Config::resolve_secrets`]. Client model names are resolved to targets by [`ModelIndex`].
 //!
 //! Keys beyond the contract (kept few): `[server] client_request_timeout_ms`,
-//! `[[providers]] cost_per_1k_tokens`, `[[api_keys]] key_sha256` (named by the contract as the
+//! `[[providers]] cost_per_1k_tokens`, `[[providers]] responses_api`, `[translation]`, `[[api_keys]] key_sha256` (named by the contract as the
 //! alternative to `key_env`) and `[resilience.provider_error_rules]` (see [`crate::settings`]).
 
 mod combo;
@@ -19,6 +19,7 @@ mod provider;
 mod resolve;
 mod secrets;
 mod server;
+mod translation;
 mod validate;
 
 #[cfg(test)]
@@ -42,6 +43,7 @@ pub use server::{
     ApiKeyConfig, AuthConfig, ClusterConfig, ClusterMode, KNOWN_SCOPES, SCOPE_LEASE_EXCLUSIVE,
     ServerConfig, glob_match,
 };
+pub use translation::{ResponsesApi, TranslationConfig, is_openai_responses_host};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -58,6 +60,9 @@ pub struct Config {
     /// values (defaults, environment and runtime layers folded in) come from
     /// [`crate::settings::build`].
     pub resilience: ResiliencePatch,
+    /// Extra (not in the contract): `[translation]`, the parameter policy of cross-format
+    /// requests.
+    pub translation: TranslationConfig,
 }
 
 impl Config {

@@ -74,6 +74,9 @@ pub struct ProviderConfig {
     /// Extra (not in the contract): price per 1000 tokens, for `cost-optimized` combos.
     /// Absent = unknown (ranked after every priced target).
     pub cost_per_1k_tokens: Option<f64>,
+    /// Extra (not in the contract): how `/v1/responses` reaches an `openai`-format provider
+    /// (passed through to OpenAI's own hosts, translated to chat elsewhere by default).
+    pub responses_api: super::ResponsesApi,
 }
 
 impl Default for ProviderConfig {
@@ -91,6 +94,7 @@ impl Default for ProviderConfig {
             status_restatement: Vec::new(),
             error_rules: Vec::new(),
             cost_per_1k_tokens: None,
+            responses_api: super::ResponsesApi::Auto,
         }
     }
 }
@@ -99,6 +103,12 @@ impl ProviderConfig {
     /// Whether this provider serves `model` (an empty list serves every model).
     pub fn serves(&self, model: &str) -> bool {
         self.models.is_empty() || self.models.iter().any(|m| m == model)
+    }
+
+    /// Whether Responses API requests go to this provider unchanged (an `openai`-format
+    /// provider whose `responses_api` allows it); otherwise they are translated.
+    pub fn serves_responses_natively(&self) -> bool {
+        self.format == ProviderFormat::Openai && self.responses_api.native_for(&self.base_url)
     }
 
     /// Whether connections of this provider may go without an API key.

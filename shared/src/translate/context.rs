@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::policy::UnknownParams;
 use crate::sse::Format;
 
 /// The Anthropic `max_tokens` used when an OpenAI request sets no limit (Anthropic requires
@@ -34,6 +35,8 @@ pub struct TranslateOptions {
     /// Send earlier turns' reasoning to OpenAI chat providers as `reasoning_content`.
     /// Off by default: OpenAI itself rejects the field, DeepSeek-style servers accept it.
     pub chat_reasoning_history: bool,
+    /// What happens to a client field the translator does not know.
+    pub unknown_params: UnknownParams,
 }
 
 impl Default for TranslateOptions {
@@ -42,6 +45,7 @@ impl Default for TranslateOptions {
             default_max_tokens: DEFAULT_ANTHROPIC_MAX_TOKENS,
             max_tokens_field: MaxTokensField::default(),
             chat_reasoning_history: false,
+            unknown_params: UnknownParams::DropHints,
         }
     }
 }

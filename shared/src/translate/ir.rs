@@ -28,6 +28,8 @@ pub(crate) struct Request {
     pub user: Option<String>,
     pub stream: bool,
     pub reasoning: Option<Reasoning>,
+    /// Fields accepted and not forwarded, for the client's `x-switchyard-dropped-params`.
+    pub dropped: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,7 @@ mod error;
 mod errors;
 mod ir;
 pub mod mapping;
+mod policy;
 mod reasoning_codec;
 mod request;
 mod response;
@@ -42,6 +43,7 @@ pub use context::{
 pub use error::{TranslateError, format_name};
 pub use errors::{map_error_type, translate_error_body};
 pub use ir::TokenUsage;
+pub use policy::{HINT_MARKERS, UnknownParams, is_hint_name};
 pub use reasoning_codec::strip_unsigned_thinking;
 pub use stream::StreamTranslator;
 
@@ -56,11 +58,39 @@ pub fn translate_request(
     body: &Value,
     opts: &TranslateOptions,
 ) -> Result<Value, TranslateError> {
+    translate_request_detailed(client, provider, body, opts).map(|t| t.body)
+}
+
+/// A translated request body and the client fields it does not carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranslatedRequest {
+    /// The body for the provider.
+    pub body: Value,
+    /// Client fields accepted and not forwarded, in the order met: top-level names
+    /// (`client_metadata`) and `tools[<type>]` for tools the provider format cannot express.
+    /// The node names them in `x-switchyard-dropped-params` and the access log.
+    pub dropped: Vec<String>,
+}
+
+/// [`translate_request`], also reporting what was dropped under the parameter policy
+/// ([`TranslateOptions::unknown_params`], see `docs/translation.md`).
+pub fn translate_request_detailed(
+    client: Format,
+    provider: Format,
+    body: &Value,
+    opts: &TranslateOptions,
+) -> Result<TranslatedRequest, TranslateError> {
     if client == provider {
-        return Ok(body.clone());
+        return Ok(TranslatedRequest {
+            body: body.clone(),
+            dropped: Vec::new(),
+        });
     }
-    let req = request::decode(client, provider, body)?;
-    request::encode(client, provider, &req, opts)
+    let req = request::decode(client, provider, body, opts.unknown_params)?;
+    Ok(TranslatedRequest {
+        body: request::encode(client, provider, &req, opts)?,
+        dropped: req.dropped,
+    })
 }
 
 /// Translates a provider's successful JSON response in `provider` format into the client's

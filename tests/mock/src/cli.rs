@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::{MockConfig, MockUpstream, parse_script};
+use crate::{AgentScript, MockConfig, MockUpstream, ToolCallSpec, parse_script};
 use clap::Parser;
 
 /// Mock OpenAI / Anthropic upstream with scripted faults.
@@ -49,6 +49,19 @@ struct Args {
     /// Longest a scripted stall may last, in seconds.
     #[arg(long, default_value_t = 300)]
     max_stall_secs: u64,
+    /// Play an agent's model: ask for a call of this tool first, answer once its result is
+    /// back (see --agent-tool-args, --agent-final-text).
+    #[arg(long)]
+    agent_tool: Option<String>,
+    /// The scripted tool call's arguments (a JSON object).
+    #[arg(long, default_value = "{}")]
+    agent_tool_args: String,
+    /// The scripted model's final answer.
+    #[arg(long, default_value = "Done.")]
+    agent_final_text: String,
+    /// Answer POST /v1/responses with 404 {"detail":"Not Found"}, like a chat-only server.
+    #[arg(long)]
+    no_responses: bool,
 }
 
 /// Parses the command line, serves until a signal, and returns the exit code.
@@ -87,6 +100,15 @@ async fn run(args: Args) -> Result<(), String> {
     };
     if !args.models.is_empty() {
         config.models = args.models;
+    }
+    config.serve_responses = !args.no_responses;
+    if let Some(name) = args.agent_tool {
+        let arguments = serde_json::from_str(&args.agent_tool_args)
+            .map_err(|e| format!("bad --agent-tool-args: {e}"))?;
+        config.agent = Some(AgentScript {
+            tool: ToolCallSpec { name, arguments },
+            final_text: args.agent_final_text,
+        });
     }
     let faults = match &args.fault_file {
         Some(path) => {

@@ -43,6 +43,12 @@ pub struct MockConfig {
     /// Requests remembered with their arrival time ([`super::MockHandle::arrivals`]); 0 (the
     /// default) keeps no log, so benchmarks pay nothing for it.
     pub arrival_log: usize,
+    /// Play a model that asks for one tool call and then answers ([`super::AgentScript`]);
+    /// scripted faults still take precedence.
+    pub agent: Option<super::AgentScript>,
+    /// Serve `POST /v1/responses`. `false` answers it like a chat-only server (vLLM's
+    /// FastAPI): `404 {"detail":"Not Found"}`.
+    pub serve_responses: bool,
 }
 
 impl Default for MockConfig {
@@ -67,6 +73,8 @@ impl Default for MockConfig {
             max_stall: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(120),
             arrival_log: 0,
+            agent: None,
+            serve_responses: true,
         }
     }
 }

@@ -15,7 +15,10 @@
 //! folder alone.
 //!
 //! Routes: `POST /v1/chat/completions`, `POST /v1/messages`, `POST /v1/responses` (JSON, or
-//! SSE with `"stream": true`) and `GET /v1/models`. Faults are [`FaultSpec`]s queued through
+//! SSE with `"stream": true`), `POST /v1/messages/count_tokens` and `GET /v1/models`. With
+//! [`MockConfig::agent`] the mock plays a model that calls one tool and then answers
+//! ([`AgentScript`]); with `serve_responses: false` it refuses `/v1/responses` like a
+//! chat-only server. Faults are [`FaultSpec`]s queued through
 //! [`MockHandle::script`] or `POST /__mock/script` (see the `control` module), or sent with
 //! one request in the `x-mock-fault` header. Counters are read with [`MockHandle::stats`] or
 //! `GET /__mock/stats`.
@@ -63,6 +66,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agent;
 mod body;
 pub mod cli;
 mod config;
@@ -82,6 +86,7 @@ use tokio::net::TcpSocket;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use agent::{AgentScript, AgentSeen};
 pub use config::MockConfig;
 pub use control::parse_script;
 pub use fault::{
@@ -92,6 +97,7 @@ pub use stats::{
     Arrival, MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot,
 };
 
+use agent::AgentLog;
 use fault::FaultQueue;
 use stats::{Limits, Stats};
 
@@ -109,6 +115,9 @@ pub(crate) struct Shared {
     pub(crate) config: MockConfig,
     pub(crate) faults: FaultQueue,
     pub(crate) stats: Arc<Stats>,
+    pub(crate) agent: AgentLog,
+    /// `POST /v1/messages/count_tokens` requests served.
+    pub(crate) count_tokens: std::sync::atomic::AtomicU64,
 }
 
 /// Entry point: starts a mock upstream on the current tokio runtime.
@@ -136,6 +145,8 @@ impl MockUpstream {
                 arrival_log: config.arrival_log,
             })),
             faults: FaultQueue::default(),
+            agent: AgentLog::default(),
+            count_tokens: std::sync::atomic::AtomicU64::new(0),
             config,
         });
         let cancel = CancellationToken::new();
@@ -216,6 +227,18 @@ impl MockHandle {
         self.shared.stats.arrivals()
     }
 
+    /// What the scripted agent model ([`MockConfig::agent`]) saw so far.
+    pub fn agent_seen(&self) -> AgentSeen {
+        self.shared.agent.snapshot()
+    }
+
+    /// `POST /v1/messages/count_tokens` requests served so far.
+    pub fn count_tokens_requests(&self) -> u64 {
+        self.shared
+            .count_tokens
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Zeroes the counters (requests in flight stay counted as in flight).
     pub fn reset_stats(&self) {
         self.shared.stats.reset();
@@ -225,6 +248,7 @@ impl MockHandle {
     pub fn reset(&self) {
         self.clear_faults();
         self.reset_stats();
+        self.shared.agent.reset();
     }
 
     /// Stops accepting, closes open connections and waits for the accept loop to end.

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Shared;
+use super::agent::{self, AgentTurn};
 use super::body::{ConnCtl, MockBody, Script};
 use super::fault::{FaultSpec, MAX_CHUNKS, Route};
 use super::ids;
@@ -181,6 +182,25 @@ pub(crate) async fn handle(
     ctl: Arc<ConnCtl>,
     req: Request<Incoming>,
 ) -> Response<MockBody> {
+    if req.method() == Method::POST && req.uri().path() == COUNT_TOKENS_PATH {
+        return count_tokens(&shared, req).await;
+    }
+    if req.uri().path() == Route::Responses.path() && !shared.config.serve_responses {
+        // A chat-only server (vLLM's FastAPI router) knows no such route.
+        let facts = RequestFacts {
+            route: "other",
+            api_key: api_key(req.headers()),
+            model: None,
+            headers: req.headers(),
+            body: &Bytes::new(),
+        };
+        let _guard = shared.stats.begin(&facts);
+        shared.stats.record(Outcome::Rejected);
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        let body = Bytes::from_static(br#"{"detail":"Not Found"}"#);
+        return response(StatusCode::NOT_FOUND, headers, MockBody::full(body));
+    }
     let route = match route_of(req.method(), req.uri().path()) {
         Ok(r) => r,
         Err(status) => {
@@ -262,11 +282,16 @@ pub(crate) async fn handle(
         Outcome::Normal
     });
 
+    let agent = match (&fault, &shared.config.agent) {
+        (None, Some(script)) => agent::turn(script, route, &body, &shared.agent),
+        _ => None,
+    };
     let request = Served {
         route,
         anthropic_models: parts.headers.contains_key("anthropic-version"),
         input_tokens: (body.len() as u64 / 4).max(1),
         shape,
+        agent,
     };
     request
         .respond(&shared, &ctl, fault.as_deref(), guard)
@@ -279,6 +304,8 @@ struct Served {
     anthropic_models: bool,
     input_tokens: u64,
     shape: RequestShape,
+    /// The scripted agent model's turn, when it plays this request.
+    agent: Option<AgentTurn>,
 }
 
 impl Served {
@@ -376,7 +403,9 @@ impl Served {
                 .as_ref()
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false),
+            script_text: None,
         }
+        .scripted(self.agent.as_ref())
     }
 
     fn verbatim(
@@ -509,6 +538,61 @@ impl Served {
         let body = MockBody::scripted(script.finish(), Arc::clone(ctl), Some(guard));
         response(status, headers, body)
     }
+}
+
+impl Reply {
+    /// The scripted agent model's turn in place of the generated answer.
+    fn scripted(mut self, turn: Option<&AgentTurn>) -> Reply {
+        match turn {
+            None => {}
+            Some(AgentTurn::CallTool(tool)) => {
+                self.chunks = 0;
+                self.reasoning_chunks = 0;
+                self.tool_call = Some(tool.clone());
+            }
+            Some(AgentTurn::Answer(text)) => {
+                let pieces = wire::split_pieces(text, 3);
+                self.chunks = u32::try_from(pieces.len()).unwrap_or(1);
+                self.reasoning_chunks = 0;
+                self.tool_call = None;
+                self.script_text = Some(pieces);
+            }
+        }
+        self
+    }
+}
+
+/// Anthropic's token counting route.
+const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
+
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, N about a quarter of the body's
+/// bytes (the same estimate the generated answers report).
+async fn count_tokens(shared: &Shared, req: Request<Incoming>) -> Response<MockBody> {
+    let body = match Limited::new(req.into_body(), shared.config.max_request_body)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return error_response(Route::Messages, StatusCode::PAYLOAD_TOO_LARGE, None, None);
+        }
+    };
+    if serde_json::from_slice::<Value>(&body).is_err() {
+        let message = "Invalid JSON body".to_owned();
+        return error_response(
+            Route::Messages,
+            StatusCode::BAD_REQUEST,
+            None,
+            Some(message),
+        );
+    }
+    shared
+        .count_tokens
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tokens = (body.len() as u64 / 4).max(1);
+    let headers = provider_headers(Route::Messages, JSON);
+    let bytes = wire::serialize(&serde_json::json!({ "input_tokens": tokens }));
+    response(StatusCode::OK, headers, MockBody::full(bytes))
 }
 
 /// Where and how a scripted stream is cut short.

@@ -25,7 +25,7 @@ pub fn prepare(
     let Some(provider) = rt.provider(&target.provider).cloned() else {
         return Ok(Step::Skip(TargetSkip::NoConnections));
     };
-    let plan = translation::plan(req.format, provider.config.format);
+    let plan = translation::plan_for(req.format, &provider.config);
     let model: Arc<str> = target.model.clone();
     let (upstream_body, translation) = translation::upstream_body(
         req.format,
@@ -33,6 +33,10 @@ pub fn prepare(
         &req.body,
         &model,
         rt.clock.epoch_ms() / 1000,
+        &switchyard_shared::translate::TranslateOptions {
+            unknown_params: rt.unknown_params,
+            ..Default::default()
+        },
     )?;
     Ok(Step::Go(TargetCtx {
         key: target_key(target),

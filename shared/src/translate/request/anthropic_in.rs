@@ -11,12 +11,13 @@ use crate::sse::Format;
 use crate::translate::error::TranslateError;
 use crate::translate::ir::ToolCall;
 use crate::translate::ir::{Block, Image, Message, Reasoning, Request, Role, Tool, ToolChoice};
+use crate::translate::policy::{Drops, UNKNOWN};
 use crate::translate::util::{
     Obj, Result, as_arr, as_obj, as_str, field, idx, join, opt_bool, opt_num, opt_str, opt_u64,
     req_str,
 };
 
-pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
+pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<Request> {
     let m = as_obj(body, "body")?;
     let mut req = Request {
         model: req_str(m, "model", "")?.to_owned(),
@@ -51,7 +52,9 @@ pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
             }
             "tools" => {
                 for (i, tool) in as_arr(value, key)?.iter().enumerate() {
-                    req.tools.push(self::tool(tool, &idx(key, i), target)?);
+                    if let Some(tool) = self::tool(tool, &idx(key, i), target, drops)? {
+                        req.tools.push(tool);
+                    }
                 }
             }
             "tool_choice" => {
@@ -61,15 +64,19 @@ pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
             }
             "thinking" => req.reasoning = Some(thinking(value, target)?),
             // A scheduling hint for Anthropic's own capacity.
-            "service_tier" => {}
+            "service_tier" => drops.known(key.as_str()),
+            // Server-side context editing only ever removes content (old thinking, old tool
+            // results) to keep a long conversation under the window; without it the request
+            // is the full conversation, which the model answers the same way, or which fails
+            // upstream on length as it would have anyway.
+            "context_management" => drops.known(key.as_str()),
             _ => {
                 let reason = match key.as_str() {
                     "top_k" => "top-k sampling has no counterpart",
                     "container" | "mcp_servers" => "server-side tools have no counterpart",
-                    "context_management" => "server-side context editing has no counterpart",
-                    _ => "unknown parameter",
+                    _ => UNKNOWN,
                 };
-                return Err(TranslateError::unsupported(key.as_str(), target, reason));
+                drops.unmapped(key, target, reason)?;
             }
         }
     }
@@ -206,22 +213,20 @@ fn unsupported_source(spath: &str, kind: &str, target: Format) -> TranslateError
 }
 
 /// Custom tools only; `cache_control` is dropped.
-fn tool(v: &Value, path: &str, target: Format) -> Result<Tool> {
+/// A custom tool; a server tool (any other `type`) is dropped or refused by the policy.
+fn tool(v: &Value, path: &str, target: Format, drops: &mut Drops) -> Result<Option<Tool>> {
     let t = as_obj(v, path)?;
     if let Some(kind) = opt_str(t, "type", path)?.filter(|k| *k != "custom") {
-        return Err(TranslateError::unsupported(
-            join(path, "type"),
-            target,
-            &format!("server tool `{kind}` has no counterpart"),
-        ));
+        drops.tool(path, kind, target)?;
+        return Ok(None);
     }
-    Ok(Tool {
+    Ok(Some(Tool {
         name: req_str(t, "name", path)?.to_owned(),
         description: opt_str(t, "description", path)?.map(str::to_owned),
         parameters: field(t, "input_schema")
             .cloned()
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
-    })
+    }))
 }
 
 /// `{"type": auto|any|tool|none, "name", "disable_parallel_tool_use"}`.

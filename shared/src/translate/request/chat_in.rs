@@ -12,6 +12,7 @@ use super::parts::{chat_tool, chat_tool_choice, effort, openai_content_parts, re
 use crate::sse::Format;
 use crate::translate::error::TranslateError;
 use crate::translate::ir::{Block, Message, Request, Role, ToolCall};
+use crate::translate::policy::{Drops, UNKNOWN};
 use crate::translate::util::{
     Obj, Result, as_arr, as_obj, as_str, field, idx, join, opt_bool, opt_num, opt_str, opt_u64,
     req_str,
@@ -29,7 +30,7 @@ const DROPPED: &[&str] = &[
     "verbosity",
 ];
 
-pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
+pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<Request> {
     let m = as_obj(body, "body")?;
     let mut req = Request {
         model: req_str(m, "model", "")?.to_owned(),
@@ -71,14 +72,8 @@ pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
             "logit_bias" if value.as_object().is_some_and(|o| o.is_empty()) => {}
             "modalities" if value == &serde_json::json!(["text"]) => {}
             "response_format" if value.get("type").and_then(Value::as_str) == Some("text") => {}
-            k if DROPPED.contains(&k) => {}
-            _ => {
-                return Err(TranslateError::unsupported(
-                    key.as_str(),
-                    target,
-                    refusal(key),
-                ));
-            }
+            k if DROPPED.contains(&k) => drops.known(k),
+            _ => drops.unmapped(key, target, refusal(key))?,
         }
     }
     Ok(req)
@@ -95,7 +90,7 @@ fn refusal(key: &str) -> &'static str {
         "response_format" => "structured output has no counterpart; only `text` can be served",
         "functions" | "function_call" => "legacy function calling: send `tools` instead",
         "web_search_options" => "hosted web search has no counterpart",
-        _ => "unknown parameter",
+        _ => UNKNOWN,
     }
 }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::context::TranslateOptions;
 use super::error::TranslateError;
 use super::ir::Request;
+use super::policy::{Drops, UnknownParams};
 use crate::sse::Format;
 
 /// Decodes a client request in `client` format, refusing what `provider` cannot express.
@@ -23,12 +24,16 @@ pub(crate) fn decode(
     client: Format,
     provider: Format,
     body: &Value,
+    unknown: UnknownParams,
 ) -> Result<Request, TranslateError> {
-    match client {
-        Format::OpenAiChat => chat_in::decode(body, provider),
-        Format::Anthropic => anthropic_in::decode(body, provider),
-        Format::OpenAiResponses => responses_in::decode(body, provider),
-    }
+    let mut drops = Drops::new(unknown);
+    let mut req = match client {
+        Format::OpenAiChat => chat_in::decode(body, provider, &mut drops),
+        Format::Anthropic => anthropic_in::decode(body, provider, &mut drops),
+        Format::OpenAiResponses => responses_in::decode(body, provider, &mut drops),
+    }?;
+    req.dropped = drops.names;
+    Ok(req)
 }
 
 /// Encodes a neutral request for a `provider` format.

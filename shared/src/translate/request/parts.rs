@@ -10,6 +10,7 @@ use crate::sse::Format;
 use crate::translate::error::TranslateError;
 use crate::translate::ir::{Block, Image, Reasoning, Tool, ToolChoice};
 use crate::translate::mapping::KNOWN_EFFORTS;
+use crate::translate::policy::Drops;
 use crate::translate::util::{
     Result, as_arr, as_obj, as_str, field, idx, join, opt_str, parse_data_url, req_str,
 };
@@ -111,10 +112,22 @@ pub(crate) fn chat_tool(v: &Value, path: &str, target: Format) -> Result<Tool> {
 }
 
 /// A Responses tool: `{"type":"function", name, description, parameters}`.
-pub(crate) fn responses_tool(v: &Value, path: &str, target: Format) -> Result<Tool> {
+/// A Responses `function` tool; hosted tools (`web_search`, …) and tool namespaces are
+/// dropped or refused by the policy.
+pub(crate) fn responses_tool(
+    v: &Value,
+    path: &str,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Option<Tool>> {
     let t = as_obj(v, path)?;
-    check_function_type(Some(req_str(t, "type", path)?), path, target)?;
-    function_tool(t, path)
+    match req_str(t, "type", path)? {
+        "function" => function_tool(t, path).map(Some),
+        other => {
+            drops.tool(path, other, target)?;
+            Ok(None)
+        }
+    }
 }
 
 fn check_function_type(kind: Option<&str>, path: &str, target: Format) -> Result<()> {

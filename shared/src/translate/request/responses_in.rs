@@ -12,6 +12,7 @@ use super::parts::{effort, openai_content_parts, responses_tool, responses_tool_
 use crate::sse::Format;
 use crate::translate::error::TranslateError;
 use crate::translate::ir::{Block, Message, Request, Role, ToolCall};
+use crate::translate::policy::{Drops, UNKNOWN};
 use crate::translate::reasoning_codec;
 use crate::translate::util::{
     Obj, Result, as_arr, as_obj, as_str, field, idx, join, opt_bool, opt_num, opt_str, opt_u64,
@@ -26,14 +27,14 @@ const DROPPED: &[&str] = &[
     "service_tier",
     "prompt_cache_key",
     "prompt_cache_retention",
-    "safety_identifier",
     "include",
     "truncation",
     "background",
     "stream_options",
+    "client_metadata",
 ];
 
-pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
+pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<Request> {
     let m = as_obj(body, "body")?;
     let mut req = Request {
         model: req_str(m, "model", "")?.to_owned(),
@@ -54,7 +55,9 @@ pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
             "stream" => req.stream = opt_bool(m, key, "")?.unwrap_or(false),
             "tools" => {
                 for (i, tool) in as_arr(value, key)?.iter().enumerate() {
-                    req.tools.push(responses_tool(tool, &idx(key, i), target)?);
+                    if let Some(tool) = responses_tool(tool, &idx(key, i), target, drops)? {
+                        req.tools.push(tool);
+                    }
                 }
             }
             "tool_choice" => req.tool_choice = Some(responses_tool_choice(value, target)?),
@@ -68,7 +71,9 @@ pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
             }
             "text" => text_config(as_obj(value, key)?, target)?,
             "top_logprobs" if value.as_u64() == Some(0) => {}
-            k if DROPPED.contains(&k) => {}
+            // Read as the end user when `user` is absent, below.
+            "safety_identifier" => {}
+            k if DROPPED.contains(&k) => drops.known(k),
             _ => {
                 let reason = match key.as_str() {
                     "previous_response_id" | "conversation" | "prompt" => {
@@ -76,9 +81,9 @@ pub(crate) fn decode(body: &Value, target: Format) -> Result<Request> {
                     }
                     "max_tool_calls" => "a cap on tool calls has no counterpart",
                     "top_logprobs" => "log probabilities have no counterpart",
-                    _ => "unknown parameter",
+                    _ => UNKNOWN,
                 };
-                return Err(TranslateError::unsupported(key.as_str(), target, reason));
+                drops.unmapped(key, target, reason)?;
             }
         }
     }

@@ -2,6 +2,7 @@
 //! `shared/tests/translate_golden.rs` cover whole bodies and streams per direction; these pin
 //! the individual mapping tables, the refusals, the stream edge cases and the round trips.
 
+mod agents;
 mod mapping;
 mod props;
 mod reasoning;

@@ -83,16 +83,19 @@ fn anthropic_and_responses_refusals_name_their_parameter() {
         }
         body
     };
-    for key in [
-        "top_k",
-        "mcp_servers",
-        "container",
-        "context_management",
-        "bogus",
-    ] {
+    for key in ["top_k", "mcp_servers", "container", "bogus"] {
         let err = refusal(ANTHROPIC, CHAT, anthropic(key, json!(1)));
         assert_eq!(err.param(), Some(key));
     }
+    // Server-side context editing is dropped (named), not refused: see docs/translation.md.
+    let out = crate::translate::translate_request_detailed(
+        ANTHROPIC,
+        CHAT,
+        &anthropic("context_management", json!({"edits": []})),
+        &TranslateOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(out.dropped, vec!["context_management".to_owned()]);
     let err = refusal(
         ANTHROPIC,
         CHAT,

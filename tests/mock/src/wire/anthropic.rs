@@ -309,7 +309,7 @@ pub(crate) fn message_frames(reply: &Reply) -> Vec<Frame> {
             frames.push(Frame::content(delta(
                 i,
                 BlockDelta::Text {
-                    text: Reply::word(n),
+                    text: reply.piece(n),
                 },
             )));
         }

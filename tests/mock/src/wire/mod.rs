@@ -67,6 +67,8 @@ pub(crate) struct Reply {
     pub(crate) tool_call: Option<ToolCallSpec>,
     /// OpenAI `stream_options.include_usage`.
     pub(crate) include_usage: bool,
+    /// Scripted text pieces replacing the generated words (one content frame each).
+    pub(crate) script_text: Option<Vec<String>>,
 }
 
 const WORDS: [&str; 12] = [
@@ -101,8 +103,16 @@ impl Reply {
             .unwrap_or(" ")
     }
 
+    /// Text of content chunk `i` of this reply: the scripted piece, else the generated word.
+    pub(crate) fn piece(&self, i: u32) -> &str {
+        match &self.script_text {
+            Some(pieces) => pieces.get(i as usize).map_or("", String::as_str),
+            None => Reply::word(i),
+        }
+    }
+
     pub(crate) fn text(&self) -> String {
-        (0..self.chunks).map(Reply::word).collect()
+        (0..self.chunks).map(|i| self.piece(i)).collect()
     }
 
     pub(crate) fn reasoning(&self) -> String {
@@ -242,6 +252,7 @@ mod tests {
                 arguments: serde_json::json!({"a": 1}),
             }),
             include_usage: true,
+            script_text: None,
         }
     }
 

@@ -318,7 +318,7 @@ pub(crate) fn chat_frames(reply: &Reply) -> Vec<Frame> {
     for i in 0..reply.chunks {
         frames.push(Frame::content(chunk(
             Delta::Content {
-                content: Reply::word(i),
+                content: reply.piece(i),
             },
             None,
         )));

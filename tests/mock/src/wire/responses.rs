@@ -226,7 +226,7 @@ pub(crate) fn response_frames(reply: &Reply) -> Vec<Frame> {
         s.push(Kind::Meta, "response.content_part.added", added);
         for n in 0..reply.chunks {
             let mut d = at.clone();
-            d["delta"] = json!(Reply::word(n));
+            d["delta"] = json!(reply.piece(n));
             d["logprobs"] = json!([]);
             s.push(Kind::Content, "response.output_text.delta", d);
         }
