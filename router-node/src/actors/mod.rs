@@ -9,10 +9,15 @@
 //! effects and publish snapshots that the hot path reads. Requests talk to them only through
 //! [`observe`], [`observe_success`] and [`observe_breaker`], which never wait, plus a rare
 //! [`admit_probe`] while the breaker is due for a probe; its [`ProbeGuard`] hands the probe
-//! lease back on drop unless an outcome settles it. A full or closed
-//! mailbox costs one counted, dropped observation instead of a stalled request. Keeping actor
+//! lease back on drop unless an outcome settles it. A full or closed mailbox costs one counted,
+//! dropped observation instead of a stalled request. Keeping actor
 //! messages off the success path also keeps actix (in passive maintenance) replaceable: only
 //! this module knows it.
+//!
+//! - [`handles`]: what the actors publish and the request path reads.
+//! - [`change`]: what the actors hand to the cluster, through the narrow
+//!   [`StatePublisher`](change::StatePublisher) they are given (so this layer never depends
+//!   on how the cluster shares state).
 
 mod breaker;
 pub mod change;

@@ -1,4 +1,7 @@
-//! Shared, read-mostly state of providers and connections (handles, snapshots, gates, queues).
+//! Request-path state that no actor owns: concurrency gates and request queues (changed only
+//! through the permits they hand out), session-affinity pins, the lease policy and the
+//! persisted settings layer. The provider and connection handles, which the actors write,
+//! live with the actors (`crate::actors::handles`).
 
 pub mod affinity;
 pub mod gate;
