@@ -6,8 +6,9 @@ mod write_routes;
 
 use std::sync::Arc;
 
-use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+
+use switchyard_shared::admin_kit::routes;
 
 use crate::dashboard;
 use crate::error::ApiError;
@@ -106,37 +107,5 @@ async fn metrics(co: web::Data<Arc<Coordinator>>) -> HttpResponse {
 
 /// 405 for a known path with another method, else 404, both in the error envelope.
 async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    let path = req.path();
-    let known: Vec<&str> = ROUTES
-        .iter()
-        .filter(|(_, t)| template_matches(t, path))
-        .map(|(m, _)| *m)
-        .collect();
-    Err(if known.is_empty() {
-        ApiError::not_found("not_found", format!("No route for {} {path}", req.method()))
-    } else {
-        ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "invalid_request_error",
-            "method_not_allowed",
-            format!(
-                "{} is not allowed on {path}; use {}",
-                req.method(),
-                known.join(", ")
-            ),
-        )
-    })
-}
-
-fn template_matches(template: &str, path: &str) -> bool {
-    let mut t = template.split('/');
-    let mut p = path.split('/');
-    loop {
-        match (t.next(), p.next()) {
-            (None, None) => return true,
-            (Some(ts), Some(ps)) if ts.starts_with('{') && !ps.is_empty() => {}
-            (Some(ts), Some(ps)) if ts == ps => {}
-            _ => return false,
-        }
-    }
+    Err(routes::fallback(req.method().as_str(), req.path(), ROUTES).into())
 }
