@@ -21,7 +21,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
+    ("GET", "/api/openapi.json"),
     ("GET", "/api/cluster/health"),
+    ("GET", "/api/cluster/history"),
     ("GET", "/api/cluster/nodes"),
     ("GET", "/api/cluster/providers/{id}"),
     ("POST", "/api/cluster/providers/{id}/reset"),
@@ -42,7 +44,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))
+        .route("/api/openapi.json", web::get().to(crate::openapi::document))
         .route("/api/cluster/health", web::get().to(read_routes::health))
+        .route("/api/cluster/history", web::get().to(read_routes::history))
         .route("/api/cluster/nodes", web::get().to(read_routes::nodes))
         .route(
             "/api/cluster/providers/{id}",

@@ -17,6 +17,16 @@ pub async fn health(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> Api
     Ok(HttpResponse::Ok().json(co.health().await))
 }
 
+/// `GET /api/cluster/history`: requests/s, errors/s and p95 per provider, last 15 minutes.
+pub async fn history(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> ApiResult {
+    let doc = co
+        .history
+        .lock()
+        .map(|h| h.to_json(&co.catalogue.providers, epoch_ms()))
+        .map_err(|_| ApiError::internal("internal_error", "history unavailable"))?;
+    Ok(HttpResponse::Ok().json(doc))
+}
+
 /// `GET /api/cluster/nodes`.
 pub async fn nodes(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> ApiResult {
     let nodes = read::read_nodes(&co.store)
