@@ -140,6 +140,74 @@ function render(doc) {
     el('li', {}, `${new Date(e.receivedAtMs).toLocaleTimeString()} ${e.summary} (${e.origin})`)));
 }
 
+// === charts: inline SVG, one small chart per provider and series ===
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const CHART_W = 360;
+const CHART_H = 64;
+const SERIES = [
+  { key: 'requestsPerSec', name: 'requests', label: 'requests/s', unit: '/s' },
+  { key: 'errorsPerSec', name: 'errors', label: 'errors/s', unit: '/s' },
+  { key: 'p95Ms', name: 'p95', label: 'p95 latency', unit: ' ms' },
+];
+
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  return e;
+}
+
+function number(v) {
+  if (v >= 100) return Math.round(v).toString();
+  if (v >= 10) return v.toFixed(1);
+  return v.toFixed(2);
+}
+
+/// One series as a polyline over the span (time on x, 0..max on y).
+function chart(provider, series, points, from, span) {
+  const values = points.map((p) => p[series.key]).filter((v) => v !== null && v !== undefined);
+  const max = Math.max(0, ...values);
+  const top = max > 0 ? max * 1.1 : 1;
+  const g = svg('svg', {
+    viewBox: `0 0 ${CHART_W} ${CHART_H}`, width: CHART_W, height: CHART_H,
+    class: `chart series-${series.name}`, role: 'img',
+    'data-provider': provider, 'data-series': series.name, 'data-points': values.length,
+    'aria-label': `${provider} ${series.label}`,
+  });
+  g.append(svg('rect', { x: 0, y: 0, width: CHART_W, height: CHART_H, class: 'frame' }));
+  const coords = points
+    .filter((p) => p[series.key] !== null && p[series.key] !== undefined)
+    .map((p) => {
+      const x = ((p.at - from) / span) * CHART_W;
+      const y = CHART_H - 2 - (p[series.key] / top) * (CHART_H - 14);
+      return `${x.toFixed(1)},${y.toFixed(1)}`;
+    });
+  if (coords.length > 0) g.append(svg('polyline', { points: coords.join(' '), class: 'line' }));
+  const last = values.length ? values[values.length - 1] : null;
+  const caption = svg('text', { x: 4, y: 11, class: 'caption' });
+  caption.textContent = `${series.label}: ${last === null ? '-' : number(last) + series.unit}` +
+    (max > 0 ? ` (max ${number(max)})` : '');
+  g.append(caption);
+  return g;
+}
+
+function renderHistory(h) {
+  const box = $('#charts');
+  if (!h || !Array.isArray(h.providers)) return;
+  // The x axis spans the window, or less while the history is younger than the window, so a
+  // fresh coordinator's first minutes are not a sliver at the right edge.
+  const firsts = h.providers.filter((p) => p.points.length > 0).map((p) => p.points[0].at);
+  const oldest = firsts.length ? Math.min(...firsts) - h.stepMs : h.generatedAt - h.windowMs;
+  const from = Math.max(h.generatedAt - h.windowMs, oldest);
+  const span = Math.max(1, h.generatedAt - from);
+  $('#history-step').textContent = `last ${duration(span)}, one point every ${duration(h.stepMs)}`;
+  box.replaceChildren(...h.providers.map((p) => {
+    const row = el('div', { class: 'chart-row', 'data-provider': p.id }, el('strong', {}, p.id));
+    for (const s of SERIES) row.append(chart(p.id, s, p.points, from, span));
+    return row;
+  }));
+}
+
 /// Ticks the countdowns between polls.
 function tick() {
   for (const cell of document.querySelectorAll('td.countdown')) {
@@ -156,6 +224,8 @@ async function poll() {
       lastFetch = Date.now();
       render(doc);
       document.body.dataset.generatedAt = String(doc.generatedAt);
+      // The charts are a best effort: a failed history read leaves the last ones shown.
+      api('GET', '/api/cluster/history').then(renderHistory, () => {});
     } catch (e) {
       $('#cluster-status').textContent = 'unreachable';
       $('#cluster-status').className = 'badge down';

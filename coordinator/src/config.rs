@@ -21,12 +21,15 @@ pub const LISTEN_ENV: &str = "SWITCHYARD_COORDINATOR_LISTEN";
 pub const LEASE_TTL_ENV: &str = "SWITCHYARD_COORDINATOR_LEASE_TTL_MS";
 /// How often the leader runs its janitor pass (default [`DEFAULT_JANITOR_INTERVAL_MS`]).
 pub const JANITOR_INTERVAL_ENV: &str = "SWITCHYARD_COORDINATOR_JANITOR_INTERVAL_MS";
+/// How often the dashboard's history samples the nodes (default [`DEFAULT_HISTORY_INTERVAL_MS`]).
+pub const HISTORY_INTERVAL_ENV: &str = "SWITCHYARD_COORDINATOR_HISTORY_INTERVAL_MS";
 /// This replica's id (default: `[server] node_id`, then the host name).
 pub const ID_ENV: &str = "SWITCHYARD_COORDINATOR_ID";
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9100";
 pub const DEFAULT_LEASE_TTL_MS: Millis = 10_000;
 pub const DEFAULT_JANITOR_INTERVAL_MS: Millis = 5_000;
+pub const DEFAULT_HISTORY_INTERVAL_MS: Millis = crate::history::DEFAULT_INTERVAL_MS;
 
 /// Everything the coordinator needs, resolved once at startup.
 #[derive(Debug, Clone)]
@@ -41,6 +44,7 @@ pub struct Settings {
     pub coordinator_id: String,
     pub lease_ttl_ms: Millis,
     pub janitor_interval_ms: Millis,
+    pub history_interval_ms: Millis,
 }
 
 /// A startup problem, printed and turned into exit code 1.
@@ -98,6 +102,8 @@ impl Settings {
         let lease_ttl_ms = env_millis(env, LEASE_TTL_ENV, DEFAULT_LEASE_TTL_MS)?.max(300);
         let janitor_interval_ms =
             env_millis(env, JANITOR_INTERVAL_ENV, DEFAULT_JANITOR_INTERVAL_MS)?.max(100);
+        let history_interval_ms =
+            env_millis(env, HISTORY_INTERVAL_ENV, DEFAULT_HISTORY_INTERVAL_MS)?.max(100);
         Ok(Self {
             config,
             listen,
@@ -107,6 +113,7 @@ impl Settings {
             coordinator_id,
             lease_ttl_ms,
             janitor_interval_ms,
+            history_interval_ms,
         })
     }
 

@@ -32,9 +32,12 @@ pub async fn asset(path: web::Path<String>) -> HttpResponse {
             return HttpResponse::NotFound()
                 .content_type("application/json")
                 .body(
-                    crate::error::ApiError::not_found("not_found", "No such asset")
-                        .body()
-                        .to_string(),
+                    switchyard_shared::admin_kit::AdminError::not_found(
+                        "not_found",
+                        "No such asset",
+                    )
+                    .body()
+                    .to_string(),
                 );
         }
     };

@@ -1,22 +1,14 @@
-//! The error envelope of the coordinator's API, the same shape as a node's admin API:
-//! `{"error": {"message", "type", "code", "details"?}}` with a matching HTTP status, so tooling
-//! written against a node works against the coordinator.
+//! The error envelope of the coordinator's API: the admin toolkit's
+//! ([`switchyard_shared::admin_kit::AdminError`], the same shape as a node's admin API) as an
+//! actix response.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use serde_json::{Value, json};
+use switchyard_shared::admin_kit::AdminError;
 
-/// An API error: status, `type`, `code`, message and optional field details.
+/// An API error: the toolkit's error, answerable by actix.
 #[derive(Debug, Clone)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub error_type: &'static str,
-    pub code: String,
-    pub message: String,
-    pub details: Vec<(String, String)>,
-    /// Sent as `WWW-Authenticate: Bearer` (401 only).
-    pub challenge: bool,
-}
+pub struct ApiError(pub AdminError);
 
 impl ApiError {
     pub fn new(
@@ -25,32 +17,11 @@ impl ApiError {
         code: &str,
         message: impl Into<String>,
     ) -> Self {
-        Self {
-            status,
-            error_type,
-            code: code.to_owned(),
-            message: message.into(),
-            details: Vec::new(),
-            challenge: false,
-        }
-    }
-
-    pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            code,
-            message,
-        )
+        Self(AdminError::new(status.as_u16(), error_type, code, message))
     }
 
     pub fn not_found(code: &str, message: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            code,
-            message,
-        )
+        Self(AdminError::not_found(code, message))
     }
 
     /// 503: Redis did not answer; nothing was changed (or read).
@@ -63,59 +34,37 @@ impl ApiError {
         )
     }
 
-    /// A 400 naming one field.
-    pub fn field(field: &str, message: &str) -> Self {
-        Self::bad_request("invalid_request", message)
-            .with_details(vec![(field.to_owned(), message.to_owned())])
+    /// 500 `internal_error` (or another code) with a message fit for an operator.
+    pub fn internal(code: &str, message: impl Into<String>) -> Self {
+        Self(AdminError::internal(code, message))
     }
+}
 
-    pub fn with_details(mut self, details: Vec<(String, String)>) -> Self {
-        self.details = details;
-        self
-    }
-
-    pub fn body(&self) -> Value {
-        let mut error = json!({
-            "message": self.message,
-            "type": self.error_type,
-            "code": self.code,
-        });
-        if !self.details.is_empty() {
-            error["details"] = self
-                .details
-                .iter()
-                .map(|(f, m)| json!({"field": f, "message": m}))
-                .collect();
-        }
-        json!({ "error": error })
+impl From<AdminError> for ApiError {
+    fn from(e: AdminError) -> Self {
+        Self(e)
     }
 }
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {}: {}",
-            self.status.as_u16(),
-            self.code,
-            self.message
-        )
+        self.0.fmt(f)
     }
 }
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        self.status
+        StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut builder = HttpResponse::build(self.status);
-        if self.challenge {
+        let mut builder = HttpResponse::build(self.status_code());
+        if self.0.challenge {
             builder.insert_header(("www-authenticate", "Bearer"));
         }
         builder
             .content_type("application/json")
-            .body(self.body().to_string())
+            .body(self.0.body().to_string())
     }
 }
 

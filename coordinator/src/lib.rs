@@ -11,7 +11,10 @@
 //! - [`actions`]: cluster-wide operator actions through Redis, announced on the channel.
 //! - [`leader`] and [`janitor`]: one replica holds a fenced leader lease and cleans up after
 //!   dead nodes; the others stand by.
-//! - [`http`]: the listener (probes, metrics, `/api/cluster/*`, the [`dashboard`]);
+//! - [`history`]: per-provider rates over the last 15 minutes, sampled from the nodes'
+//!   metrics, for the dashboard's charts.
+//! - [`http`]: the listener (probes, metrics, `/api/cluster/*`, the [`dashboard`], the
+//!   [`openapi`] document);
 //!   [`status`]: the `status` command's terminal table.
 
 pub mod actions;
@@ -22,10 +25,12 @@ pub mod entry;
 pub mod error;
 pub mod feed;
 pub mod health;
+pub mod history;
 pub mod http;
 pub mod janitor;
 pub mod leader;
 pub mod metrics;
+pub mod openapi;
 pub mod read;
 pub mod rows;
 pub mod scan;

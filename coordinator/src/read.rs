@@ -48,6 +48,17 @@ impl Catalogue {
     }
 }
 
+/// The admin toolkit validates request ids against the configured catalogue.
+impl switchyard_shared::admin_kit::clear::Catalogue for Catalogue {
+    fn has_provider(&self, id: &str) -> bool {
+        Catalogue::has_provider(self, id)
+    }
+
+    fn provider_of(&self, connection: &str) -> Option<&str> {
+        Catalogue::provider_of(self, connection)
+    }
+}
+
 /// A member of the node set: its heartbeat, or `None` when the key is gone (the node stopped
 /// heartbeating longer ago than the key's TTL).
 #[derive(Debug, Clone)]

@@ -35,6 +35,7 @@ pub fn run(settings: Settings) -> ExitCode {
         let leader_task = tokio::spawn(leader::run(Arc::clone(&co)));
         let janitor_task = tokio::spawn(leader::run_janitor(Arc::clone(&co)));
         let refresh_task = tokio::spawn(crate::service::refresh_loop(Arc::clone(&co)));
+        let history_task = tokio::spawn(crate::history::sampler::run(Arc::clone(&co)));
         let data = web::Data::new(Arc::clone(&co));
         let server = HttpServer::new(move || {
             App::new()
@@ -58,6 +59,7 @@ pub fn run(settings: Settings) -> ExitCode {
         leader_task.abort();
         feed_task.abort();
         refresh_task.abort();
+        history_task.abort();
         leader::release(&co).await;
         match result {
             Ok(()) => {

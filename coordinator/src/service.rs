@@ -79,6 +79,8 @@ pub struct Coordinator {
     /// The token this replica presents as the leader lease owner (stored only as a hash).
     pub owner_token: String,
     pub cache: SnapshotCache,
+    /// Per-provider rates over the last 15 minutes, for the dashboard's charts.
+    pub history: Mutex<crate::history::History>,
     seq: AtomicU64,
 }
 
@@ -110,6 +112,7 @@ impl Coordinator {
             started_at_ms: epoch_ms(),
             owner_token,
             cache: SnapshotCache::default(),
+            history: Mutex::new(crate::history::History::new(settings.history_interval_ms)),
             seq: AtomicU64::new(0),
             settings,
         })

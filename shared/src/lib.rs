@@ -15,6 +15,7 @@
 //! driven by property tests and a fake clock, and so the same code runs against Redis `TIME` in
 //! cluster mode. The shared vocabulary of outcomes lives in [`outcome`].
 
+pub mod admin_kit;
 pub mod admission;
 pub mod breaker;
 pub mod classify;

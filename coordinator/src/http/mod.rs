@@ -6,8 +6,9 @@ mod write_routes;
 
 use std::sync::Arc;
 
-use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+
+use switchyard_shared::admin_kit::routes;
 
 use crate::dashboard;
 use crate::error::ApiError;
@@ -20,7 +21,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
+    ("GET", "/api/openapi.json"),
     ("GET", "/api/cluster/health"),
+    ("GET", "/api/cluster/history"),
     ("GET", "/api/cluster/nodes"),
     ("GET", "/api/cluster/providers/{id}"),
     ("POST", "/api/cluster/providers/{id}/reset"),
@@ -41,7 +44,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))
+        .route("/api/openapi.json", web::get().to(crate::openapi::document))
         .route("/api/cluster/health", web::get().to(read_routes::health))
+        .route("/api/cluster/history", web::get().to(read_routes::history))
         .route("/api/cluster/nodes", web::get().to(read_routes::nodes))
         .route(
             "/api/cluster/providers/{id}",
@@ -106,37 +111,5 @@ async fn metrics(co: web::Data<Arc<Coordinator>>) -> HttpResponse {
 
 /// 405 for a known path with another method, else 404, both in the error envelope.
 async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    let path = req.path();
-    let known: Vec<&str> = ROUTES
-        .iter()
-        .filter(|(_, t)| template_matches(t, path))
-        .map(|(m, _)| *m)
-        .collect();
-    Err(if known.is_empty() {
-        ApiError::not_found("not_found", format!("No route for {} {path}", req.method()))
-    } else {
-        ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "invalid_request_error",
-            "method_not_allowed",
-            format!(
-                "{} is not allowed on {path}; use {}",
-                req.method(),
-                known.join(", ")
-            ),
-        )
-    })
-}
-
-fn template_matches(template: &str, path: &str) -> bool {
-    let mut t = template.split('/');
-    let mut p = path.split('/');
-    loop {
-        match (t.next(), p.next()) {
-            (None, None) => return true,
-            (Some(ts), Some(ps)) if ts.starts_with('{') && !ps.is_empty() => {}
-            (Some(ts), Some(ps)) if ts == ps => {}
-            _ => return false,
-        }
-    }
+    Err(routes::fallback(req.method().as_str(), req.path(), ROUTES).into())
 }

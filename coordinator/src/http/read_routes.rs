@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};
+use switchyard_shared::admin_kit::clear;
 
-use super::body::check_id;
 use crate::auth::ManagementKey;
 use crate::error::{ApiError, ApiResult};
 use crate::health::{self, MAX_ROWS};
@@ -15,6 +15,16 @@ use crate::service::Coordinator;
 /// `GET /api/cluster/health`.
 pub async fn health(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> ApiResult {
     Ok(HttpResponse::Ok().json(co.health().await))
+}
+
+/// `GET /api/cluster/history`: requests/s, errors/s and p95 per provider, last 15 minutes.
+pub async fn history(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> ApiResult {
+    let doc = co
+        .history
+        .lock()
+        .map(|h| h.to_json(&co.catalogue.providers, epoch_ms()))
+        .map_err(|_| ApiError::internal("internal_error", "history unavailable"))?;
+    Ok(HttpResponse::Ok().json(doc))
 }
 
 /// `GET /api/cluster/nodes`.
@@ -30,27 +40,9 @@ pub async fn nodes(co: web::Data<Arc<Coordinator>>, _key: ManagementKey) -> ApiR
     Ok(HttpResponse::Ok().json(json!({"nodes": rows, "generatedAt": now})))
 }
 
-fn known_provider(co: &Coordinator, id: &str) -> Result<(), ApiError> {
-    check_id(id, "provider")?;
-    if co.catalogue.has_provider(id) {
-        Ok(())
-    } else {
-        Err(ApiError::not_found(
-            "provider_not_found",
-            format!("No provider with id {id:?}"),
-        ))
-    }
-}
-
-/// The provider of a configured connection, or 404.
+/// The provider of a configured connection, or 400 / 404.
 pub(super) fn known_connection<'a>(co: &'a Coordinator, id: &str) -> Result<&'a str, ApiError> {
-    check_id(id, "connection")?;
-    co.catalogue.provider_of(id).ok_or_else(|| {
-        ApiError::not_found(
-            "connection_not_found",
-            format!("No connection with id {id:?}"),
-        )
-    })
+    Ok(clear::known_connection(&co.catalogue, id)?)
 }
 
 /// `GET /api/cluster/providers/{id}`: the breaker, its last transitions, every node's view and
@@ -61,7 +53,7 @@ pub async fn provider(
     path: web::Path<String>,
 ) -> ApiResult {
     let id = path.into_inner();
-    known_provider(&co, &id)?;
+    clear::known_provider(&co.catalogue, &id)?;
     let conns: Vec<&str> = co
         .catalogue
         .connections

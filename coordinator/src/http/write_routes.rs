@@ -1,20 +1,19 @@
 //! The write side of `/api/cluster/*`: request bodies (the node's shapes) to [`crate::actions`].
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
+use switchyard_shared::admin_kit::clear::{
+    self, CooldownClear, CooldownClearBody, LockoutClear, LockoutClearBody,
+};
 
-use super::body::{self, check_id};
+use super::body;
 use super::read_routes::known_connection;
 use crate::actions;
 use crate::auth::ManagementKey;
 use crate::error::{ApiError, ApiResult};
 use crate::service::Coordinator;
-
-/// Most ids one request may name.
-const MAX_IDS: usize = 1000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,24 +51,7 @@ pub async fn reset_one(
 }
 
 fn provider_check(co: &Coordinator, id: &str) -> Result<(), ApiError> {
-    check_id(id, "provider")?;
-    if co.catalogue.has_provider(id) {
-        Ok(())
-    } else {
-        Err(ApiError::not_found(
-            "provider_not_found",
-            format!("No provider with id {id:?}"),
-        ))
-    }
-}
-
-/// Body of `POST /api/cluster/cooldowns` (the node's).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ClearBody {
-    connection_ids: Option<Vec<String>>,
-    all: Option<bool>,
-    provider: Option<String>,
+    Ok(clear::known_provider(&co.catalogue, id)?)
 }
 
 fn connections_of(co: &Coordinator, provider: Option<&str>) -> Result<Vec<String>, ApiError> {
@@ -92,61 +74,12 @@ pub async fn clear_cooldowns(
     req: HttpRequest,
     payload: web::Bytes,
 ) -> ApiResult {
-    let body: ClearBody = body::require(&req, &payload)?;
-    let targets = match body {
-        ClearBody {
-            connection_ids: Some(ids),
-            all: None,
-            provider: None,
-        } => {
-            if ids.is_empty() || ids.len() > MAX_IDS {
-                return Err(ApiError::field(
-                    "connectionIds",
-                    "`connectionIds` must list 1 to 1000 connection ids",
-                ));
-            }
-            let unique: BTreeSet<String> = ids.into_iter().collect();
-            let mut unknown = Vec::new();
-            for (i, id) in unique.iter().enumerate() {
-                check_id(id, "connection").map_err(|e| {
-                    e.with_details(vec![(format!("connectionIds[{i}]"), "invalid id".into())])
-                })?;
-                if co.catalogue.provider_of(id).is_none() {
-                    unknown.push(id.clone());
-                }
-            }
-            if !unknown.is_empty() {
-                return Err(ApiError::not_found(
-                    "connection_not_found",
-                    format!("Unknown connection id(s): {}", unknown.join(", ")),
-                ));
-            }
-            unique.into_iter().collect()
-        }
-        ClearBody {
-            connection_ids: None,
-            all: Some(true),
-            provider,
-        } => connections_of(&co, provider.as_deref())?,
-        _ => {
-            return Err(ApiError::field(
-                "connectionIds",
-                "send either {\"connectionIds\": [...]} or {\"all\": true, \"provider\"?: id}",
-            ));
-        }
+    let body: CooldownClearBody = body::require(&req, &payload)?;
+    let targets = match body.validate(&co.catalogue)? {
+        CooldownClear::Ids(ids) => ids,
+        CooldownClear::All { provider } => connections_of(&co, provider.as_deref())?,
     };
     fresh(&co, actions::clear_cooldowns(&co, &key, targets).await?).await
-}
-
-/// Body of `DELETE /api/cluster/model-cooldowns` (the node's).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeleteLockouts {
-    provider: Option<String>,
-    #[serde(alias = "connectionId")]
-    connection: Option<String>,
-    model: Option<String>,
-    all: Option<bool>,
 }
 
 /// `DELETE /api/cluster/model-cooldowns`: `{provider, connection?, model?}` or `{all:true}`.
@@ -156,51 +89,16 @@ pub async fn clear_lockouts(
     req: HttpRequest,
     payload: web::Bytes,
 ) -> ApiResult {
-    let body: DeleteLockouts = body::require(&req, &payload)?;
-    let (targets, provider, model, all) = match body {
-        DeleteLockouts {
-            all: Some(true),
-            provider: None,
-            connection: None,
-            model: None,
-        } => (connections_of(&co, None)?, None, None, true),
-        DeleteLockouts { all: Some(_), .. } => {
-            return Err(ApiError::field(
-                "all",
-                "`all` must be true and cannot be combined with provider, connection or model",
-            ));
-        }
-        DeleteLockouts { provider: None, .. } => {
-            return Err(ApiError::field(
-                "provider",
-                "`provider` is required (or send {\"all\": true})",
-            ));
-        }
-        DeleteLockouts {
-            provider: Some(provider),
+    let body: LockoutClearBody = body::require(&req, &payload)?;
+    let (targets, provider, model, all) = match body.validate(&co.catalogue)? {
+        LockoutClear::All => (connections_of(&co, None)?, None, None, true),
+        LockoutClear::Provider {
+            provider,
             connection,
             model,
-            all: None,
         } => {
-            provider_check(&co, &provider)?;
-            if let Some(m) = &model
-                && (m.is_empty() || m.len() > 256)
-            {
-                return Err(ApiError::field(
-                    "model",
-                    "`model` must be 1 to 256 characters",
-                ));
-            }
             let targets = match connection {
-                Some(id) => {
-                    if known_connection(&co, &id)? != provider {
-                        return Err(ApiError::not_found(
-                            "connection_not_found",
-                            format!("Provider {provider:?} has no connection {id:?}"),
-                        ));
-                    }
-                    vec![id]
-                }
+                Some(id) => vec![id],
                 None => connections_of(&co, Some(&provider))?,
             };
             (targets, Some(provider), model, false)

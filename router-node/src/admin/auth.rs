@@ -1,4 +1,5 @@
-//! Management authentication: `Authorization: Bearer <management key>`.
+//! Management authentication: `Authorization: Bearer <management key>`, decided by the admin
+//! toolkit shared with the coordinator ([`admin_kit::auth`]); this is the actix adapter.
 //!
 //! The key comes from the environment variable named by `[auth] management_key_env`; the node
 //! keeps only its SHA-256 and compares digests in constant time, so timing says nothing about
@@ -17,8 +18,7 @@ use std::future::{Ready, ready};
 
 use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use switchyard_shared::admin_kit;
 
 use super::ApiError;
 use crate::reload::RuntimeCell;
@@ -39,6 +39,7 @@ impl FromRequest for ManagementKey {
     }
 }
 
+/// The actix adapter of [`admin_kit::auth::authorize`], with this node's keys.
 fn authenticate(req: &HttpRequest) -> Result<ManagementKey, ApiError> {
     let Some(rt) = req
         .app_data::<web::Data<RuntimeCell>>()
@@ -51,58 +52,15 @@ fn authenticate(req: &HttpRequest) -> Result<ManagementKey, ApiError> {
             "runtime not configured",
         ));
     };
-    let Some(expected) = rt.management_key_sha256 else {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            "management_api_disabled",
-            "The management API is disabled on this node (auth.management_key_env is empty)",
-        ));
-    };
-    let Some(token) = bearer(req) else {
-        return Err(unauthorized(
-            "missing_management_key",
-            "Missing management key: send `Authorization: Bearer <management key>`",
-        ));
-    };
-    let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-    if bool::from(digest.ct_eq(&expected)) {
-        return Ok(ManagementKey {
-            id: format!("mgmt-{}", hex::encode(&digest[..4])),
-        });
-    }
-    if rt.keys.find(token.as_bytes()).is_some() {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            "client_key_not_allowed",
-            "A client API key cannot use the management API",
-        ));
-    }
-    Err(unauthorized(
-        "invalid_management_key",
-        "Invalid management key",
-    ))
-}
-
-fn unauthorized(code: &str, message: &str) -> ApiError {
-    let mut error = ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "authentication_error",
-        code,
-        message,
-    );
-    error.0 = error.0.with_header("www-authenticate", "Bearer");
-    error
-}
-
-/// The bearer token of `Authorization`, if any (scheme case-insensitive).
-fn bearer(req: &HttpRequest) -> Option<String> {
-    let value = req.headers().get("authorization")?.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let token = token.trim();
-    (!token.is_empty()).then(|| token.to_owned())
+    let header = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    admin_kit::auth::authorize(
+        rt.management_key_sha256.as_ref(),
+        admin_kit::auth::bearer(header),
+        |token, _| rt.keys.find(token.as_bytes()).is_some(),
+    )
+    .map(|caller| ManagementKey { id: caller.0 })
+    .map_err(ApiError::from)
 }

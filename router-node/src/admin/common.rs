@@ -1,6 +1,10 @@
 //! What every admin handler shares: the error type, strict body and query parsing, id checks
 //! and the conversion of the node's monotonic times into wall-clock milliseconds.
 //!
+//! Body, id and error rules come from the admin toolkit shared with the coordinator
+//! ([`switchyard_shared::admin_kit`]); this module adapts them to actix and the node's
+//! [`GatewayError`].
+//!
 //! Bad input is always answered in the gateway's error envelope with a status, `type` and
 //! `code` (and `details: [{field, message}]` when a field is to blame), never with actix's
 //! plain-text defaults, so tooling can branch on the code.
@@ -11,6 +15,7 @@ use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
+use switchyard_shared::admin_kit::{AdminError, body, clear};
 
 use super::MAX_BODY_BYTES;
 use crate::api::body::read_limited;
@@ -99,6 +104,23 @@ impl From<GatewayError> for ApiError {
     }
 }
 
+/// The admin toolkit's errors in the gateway's envelope (details and the bearer challenge
+/// included).
+impl From<AdminError> for ApiError {
+    fn from(e: AdminError) -> Self {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut error =
+            GatewayError::new(status, e.error_type, e.code.as_str(), e.message.as_str());
+        if !e.details.is_empty() {
+            error = error.with_field("details", e.details_json());
+        }
+        if e.challenge {
+            error = error.with_header("www-authenticate", "Bearer");
+        }
+        Self(error)
+    }
+}
+
 /// What an admin handler returns.
 pub type ApiResult = Result<HttpResponse, ApiError>;
 
@@ -110,23 +132,7 @@ pub async fn read_json<T: DeserializeOwned>(
     payload: web::Payload,
 ) -> Result<Option<T>, ApiError> {
     let raw = read_raw(req, payload).await?;
-    if raw.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    let mut de = serde_json::Deserializer::from_slice(&raw);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." { String::new() } else { path };
-        let message = e.into_inner().to_string();
-        ApiError::bad_request(
-            "invalid_request",
-            format!("Invalid request body: {message}"),
-        )
-        .with_details(vec![(field, message)])
-    })?;
-    de.end()
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("Invalid request body: {e}")))?;
-    Ok(Some(value))
+    Ok(body::parse(&raw)?)
 }
 
 /// Like [`read_json`], but an empty body is a 400.
@@ -136,23 +142,16 @@ pub async fn require_json<T: DeserializeOwned>(
 ) -> Result<T, ApiError> {
     read_json(req, payload)
         .await?
-        .ok_or_else(|| ApiError::bad_request("missing_body", "A JSON request body is required"))
+        .ok_or_else(|| body::missing_body().into())
 }
 
 /// The body as text with the content-type and size checks of [`read_json`].
 pub async fn read_raw(req: &HttpRequest, payload: web::Payload) -> Result<bytes::Bytes, ApiError> {
-    if let Some(ct) = req.headers().get(CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("");
-        let essence = ct.split(';').next().unwrap_or("").trim();
-        if !essence.eq_ignore_ascii_case("application/json") {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid_request_error",
-                "unsupported_media_type",
-                "The request body must be application/json",
-            ));
-        }
-    }
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|ct| ct.to_str().unwrap_or(""));
+    body::check_content_type(content_type)?;
     let length = req
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
@@ -171,39 +170,25 @@ pub fn parse_query<T: DeserializeOwned>(req: &HttpRequest) -> Result<T, ApiError
 /// Checks an id taken from a path or body before it is looked up: ids are short, printable and
 /// never contain `/`, `%` or `..` (400 `invalid_id`).
 pub fn check_id(id: &str, what: &str) -> Result<(), ApiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && !id.contains("..")
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'@'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(
-            "invalid_id",
-            format!("Invalid {what} id"),
-        ))
-    }
+    Ok(body::check_id(id, what)?)
 }
 
 /// The index of a configured provider, or 404 `provider_not_found`.
 pub fn provider_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
     check_id(id, "provider")?;
-    rt.provider_by_id.get(id).copied().ok_or_else(|| {
-        ApiError::not_found("provider_not_found", format!("No provider with id {id:?}"))
-    })
+    rt.provider_by_id
+        .get(id)
+        .copied()
+        .ok_or_else(|| clear::provider_not_found(id).into())
 }
 
 /// The index of a configured connection, or 404 `connection_not_found`.
 pub fn connection_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
     check_id(id, "connection")?;
-    rt.conn_by_id.get(id).copied().ok_or_else(|| {
-        ApiError::not_found(
-            "connection_not_found",
-            format!("No connection with id {id:?}"),
-        )
-    })
+    rt.conn_by_id
+        .get(id)
+        .copied()
+        .ok_or_else(|| clear::connection_not_found(id).into())
 }
 
 /// One reading of both clocks, to turn the node's monotonic policy times into Unix epoch

@@ -50,12 +50,14 @@ pub async fn read_limited(
     content_length: Option<u64>,
     max_bytes: usize,
 ) -> Result<Bytes, GatewayError> {
+    // The same 413 as every admin body (the admin toolkit's), from the client side.
     let too_large = || {
+        let e = switchyard_shared::admin_kit::body::too_large(max_bytes);
         GatewayError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_request_error",
-            "payload_too_large",
-            format!("Request body exceeds the limit of {max_bytes} bytes"),
+            e.error_type,
+            e.code,
+            e.message,
         )
         .with_source(super::errors::ErrorSource::Downstream)
     };

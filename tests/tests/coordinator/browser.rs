@@ -125,9 +125,18 @@ impl Drop for AbortOnDrop {
 /// Redis, the mock, the coordinator and, with `real_nodes`, two `switchyard-node`s in redis
 /// mode (without, two synthetic node heartbeats stand in for them).
 async fn cluster(real_nodes: bool, extra: &str) -> Cluster {
+    cluster_with(real_nodes, extra, |cfg| cfg).await
+}
+
+/// [`cluster`] with the config text passed through `adjust` first.
+async fn cluster_with(
+    real_nodes: bool,
+    extra: &str,
+    adjust: impl FnOnce(String) -> String,
+) -> Cluster {
     let redis = RedisServer::start().unwrap();
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    let cfg = cluster_config(&redis.url(), &mock, extra);
+    let cfg = adjust(cluster_config(&redis.url(), &mock, extra));
     let env = [
         ("UP_KEY", "sk-up-browser"),
         ("SWITCHYARD_MANAGEMENT_KEY", MGMT_KEY),
@@ -167,7 +176,14 @@ async fn cluster(real_nodes: bool, extra: &str) -> Cluster {
         }));
         Vec::new()
     };
-    let coordinator = Coordinator::start(&cfg, &[("SWITCHYARD_COORDINATOR_ID", "coord-ui")]);
+    let coordinator = Coordinator::start(
+        &cfg,
+        &[
+            ("SWITCHYARD_COORDINATOR_ID", "coord-ui"),
+            // Charts fill in seconds rather than minutes.
+            ("SWITCHYARD_COORDINATOR_HISTORY_INTERVAL_MS", "500"),
+        ],
+    );
     Cluster {
         _redis: redis,
         mock,
@@ -348,4 +364,92 @@ async fn traffic_trips_the_breaker_and_the_page_resets_it() {
     let status = r.status().as_u16();
     let body: Value = r.json().await.unwrap_or(Value::Null);
     assert_eq!(status, 200, "{body}");
+}
+
+/// Whether provider p0's requests chart is drawn with at least three points and a non-zero
+/// maximum ("drawn"), else what is missing.
+const REQUESTS_CHART: &str = r#"
+    const chart = document.querySelector('svg[data-provider="p0"][data-series="requests"]');
+    if (!chart) return 'no chart';
+    const line = chart.querySelector('polyline');
+    const points = line ? line.getAttribute('points').trim().split(/\s+/).length : 0;
+    const caption = chart.querySelector('text').textContent;
+    return points >= 3 && caption.includes('max') ? 'drawn' : `${points} points: ${caption}`;"#;
+
+/// Traffic through two real nodes, with a few upstream failures, shows in p0's charts:
+/// the coordinator samples the nodes' metrics and the page draws them as inline SVG.
+/// The screenshot (`target/browser-artifacts/dashboard-charts.png`) is the one in
+/// `docs/dashboard.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_charts_provider_traffic() {
+    // Failures cool the connection here, which is what the errors chart counts.
+    let c = cluster_with(true, "", |cfg| {
+        cfg.replace("disable_cooling = true", "disable_cooling = false")
+    })
+    .await;
+    let browser = Browser::start().await;
+    browser.goto(&c.coordinator.url("/")).await;
+    browser.type_into("#key", MGMT_KEY).await;
+    browser.click("#key-save").await;
+    // Paced traffic through both nodes while the page draws; every twentieth request meets
+    // an upstream 503. Bounded: 200 requests.
+    let clients: Vec<String> = c.nodes.iter().map(|n| n.client_url()).collect();
+    let traffic = async {
+        let http = reqwest::Client::new();
+        let mut served = 0;
+        for i in 0..200 {
+            if i % 20 == 19 {
+                c.mock
+                    .script(
+                        FaultSpec::status(503)
+                            .on_route(Route::ChatCompletions)
+                            .times(1),
+                    )
+                    .unwrap();
+            }
+            let r = http
+                .post(format!("{}/v1/chat/completions", clients[i % 2]))
+                .json(&json!({"model": "p0/mock-model", "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .unwrap();
+            if r.status().is_success() {
+                served += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        served
+    };
+    let watch = async {
+        let drawn = browser
+            .wait_for(REQUESTS_CHART, &json!("drawn"), Duration::from_secs(30))
+            .await;
+        assert_eq!(drawn, json!("drawn"), "the requests chart was not drawn");
+        // One chart per series, each an inline SVG.
+        let series = browser
+            .eval(
+                r#"return [...document.querySelectorAll('svg[data-provider="p0"]')]
+                .map((s) => s.dataset.series);"#,
+            )
+            .await;
+        assert_eq!(series, json!(["requests", "errors", "p95"]));
+        let p95 = browser
+        .eval(r#"return Number(document.querySelector('svg[data-provider="p0"][data-series="p95"]').dataset.points);"#)
+        .await;
+        assert!(p95.as_u64().unwrap_or(0) >= 1, "no latency point: {p95}");
+        // A picture with some history in it: wait for a dozen points, as traffic goes on.
+        let twelve = browser
+        .wait_for(
+            r#"return Number(document.querySelector('svg[data-provider="p0"][data-series="requests"]').dataset.points) >= 12;"#,
+            &json!(true),
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(twelve, json!(true), "the history stopped growing");
+        browser
+            .screenshot(&artifact_dir().join("dashboard-charts.png"))
+            .await;
+    };
+    let (served, ()) = tokio::join!(traffic, watch);
+    assert!(served > 0, "no request was served");
 }

@@ -10,3 +10,4 @@ mod actions;
 mod browser;
 mod health;
 mod leader;
+mod openapi;
