@@ -476,3 +476,77 @@ print("responses ok:", text)
             .collect::<Vec<_>>()
     );
 }
+
+/// The policy through the node: a dropped field is named in `x-switchyard-dropped-params`;
+/// `[translation] unknown_params = "refuse"` refuses an unknown hint field with a 400 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_params_are_named_and_strict_mode_refuses_unknown_fields() {
+    let mock = MockUpstream::start(MockConfig {
+        chunks: 2,
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let body = json!({
+        "model": "m1",
+        "max_tokens": 16,
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "x_trace_context": {"id": "abc"},
+        "messages": [{"role": "user", "content": "hi"}]
+    });
+    for strict in [false, true] {
+        let mut config = format!(
+            "{}{}{}",
+            open_auth_no_queue(),
+            provider("p", "openai", &mock.base_url(), &["m1"], "", ""),
+            connection("p-k1", "p", "AGENT_UPSTREAM_KEY", ""),
+        );
+        if strict {
+            config.push_str("\n[translation]\nunknown_params = \"refuse\"\n");
+        }
+        let node = start_node(
+            config,
+            env(&[("AGENT_UPSTREAM_KEY", "sk-agent-upstream-0000000001")]),
+        )
+        .await;
+        for stream in [false, true] {
+            let mut body = body.clone();
+            body["stream"] = json!(stream);
+            let resp = http()
+                .post(format!("{}/v1/messages", node.client_url()))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let header = resp
+                .headers()
+                .get("x-switchyard-dropped-params")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let text = resp.text().await.unwrap();
+            if strict {
+                assert_eq!(status, 400, "{text}");
+                let err: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(err["error"]["param"], "x_trace_context", "{text}");
+            } else {
+                assert_eq!(status, 200, "{text}\n{}", node.log());
+                assert_eq!(
+                    header.as_deref(),
+                    Some("context_management,x_trace_context"),
+                    "stream={stream}"
+                );
+            }
+        }
+        let log = node.wait_for_log(Duration::from_secs(5), |log| access_lines(log).len() >= 2);
+        let lines = access_lines(&log);
+        if !strict {
+            assert!(
+                lines
+                    .iter()
+                    .all(|l| l["dropped_params"] == "context_management,x_trace_context"),
+                "{lines:?}"
+            );
+        }
+    }
+}
