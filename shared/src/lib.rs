@@ -24,6 +24,7 @@ pub mod hints;
 pub mod lockout;
 pub mod outcome;
 pub mod provider_cooldown;
+pub mod quota_headers;
 pub mod request_body;
 pub mod restatement;
 pub mod settings;
