@@ -98,6 +98,16 @@ pub struct QuotaWindow {
     pub reset_in_ms: Option<Millis>,
 }
 
+/// A [`QuotaWindow`] on the caller's policy clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuotaWindowAt {
+    pub kind: WindowKind,
+    pub remaining: f64,
+    /// When the response that reported it arrived.
+    pub observed_at: Millis,
+    pub reset_at: Option<Millis>,
+}
+
 /// A per-model request budget (MiniMax `x-model-quota-remaining`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelQuota {
@@ -149,6 +159,20 @@ impl QuotaReport {
             session_reset_at: short.and_then(at),
             weekly_reset_at: self.window(WindowKind::Weekly).and_then(at),
         })
+    }
+
+    /// The windows placed on the caller's clock (`received_at`: policy time of the response),
+    /// as a connection keeps them for the quota preflight.
+    pub fn windows_at(&self, received_at: Millis) -> Vec<QuotaWindowAt> {
+        self.windows
+            .iter()
+            .map(|w| QuotaWindowAt {
+                kind: w.kind,
+                remaining: w.remaining,
+                observed_at: received_at,
+                reset_at: w.reset_in_ms.map(|d| received_at.saturating_add(d)),
+            })
+            .collect()
     }
 
     /// The remaining requests of `model` (MiniMax), when reported.

@@ -11,7 +11,12 @@
 //!
 //! Keys beyond the contract (kept few): `[server] client_request_timeout_ms`,
 //! `[[providers]] cost_per_1k_tokens`, `[[api_keys]] key_sha256` (named by the contract as the
-//! alternative to `key_env`) and `[resilience.provider_error_rules]` (see [`crate::settings`]).
+//! alternative to `key_env`), `[resilience.provider_error_rules]` (see [`crate::settings`]),
+//! `[[model_catalog]]` (see [`crate::model_catalog`]) and `[quota_preflight]` (see
+//! [`crate::quota_preflight`]).
+//!
+//! Some problems are warnings rather than errors ([`Config::warnings`]): a combo `strategy`
+//! that names no known strategy runs as `priority`, as the reference does.
 
 mod combo;
 mod error;
@@ -19,6 +24,7 @@ mod provider;
 mod resolve;
 mod secrets;
 mod server;
+mod strategy_inputs;
 mod validate;
 
 #[cfg(test)]
@@ -42,6 +48,7 @@ pub use server::{
     ApiKeyConfig, AuthConfig, ClusterConfig, ClusterMode, KNOWN_SCOPES, SCOPE_LEASE_EXCLUSIVE,
     ServerConfig, glob_match,
 };
+pub use strategy_inputs::QuotaPreflightConfig;
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -58,6 +65,9 @@ pub struct Config {
     /// values (defaults, environment and runtime layers folded in) come from
     /// [`crate::settings::build`].
     pub resilience: ResiliencePatch,
+    /// Overrides and additions to the default model catalog.
+    pub model_catalog: Vec<crate::model_catalog::ModelInfo>,
+    pub quota_preflight: QuotaPreflightConfig,
 }
 
 impl Config {
@@ -87,6 +97,30 @@ impl Config {
     /// Every semantic problem, each naming its key path.
     pub fn validate(&self) -> Result<(), ConfigErrors> {
         validate::validate(self)
+    }
+
+    /// Problems that do not stop the config from loading, each naming its key path: log them
+    /// at startup and on `--check`.
+    pub fn warnings(&self) -> Vec<ConfigError> {
+        self.combos
+            .iter()
+            .enumerate()
+            .filter_map(|(index, combo)| {
+                let name = combo.unknown_strategy.as_deref()?;
+                Some(ConfigError::new(
+                    format!("combos[{index}].strategy"),
+                    format!(
+                        "unknown routing strategy `{name}`; using `{}`",
+                        crate::strategy::Strategy::UNKNOWN_FALLBACK
+                    ),
+                ))
+            })
+            .collect()
+    }
+
+    /// The model catalog: the default one with `[[model_catalog]]` applied.
+    pub fn catalog(&self) -> crate::model_catalog::ModelCatalog {
+        crate::model_catalog::ModelCatalog::with_overrides(&self.model_catalog)
     }
 
     pub fn provider(&self, id: &str) -> Option<&ProviderConfig> {
