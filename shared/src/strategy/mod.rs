@@ -21,6 +21,7 @@ mod context;
 mod ewma;
 mod hash;
 mod name;
+mod observed;
 mod quota;
 mod random;
 mod ranked;
@@ -48,6 +49,7 @@ pub use candidate::{
 pub use ewma::Ewma;
 pub use hash::{fmix64, fnv1a64, rendezvous_weight, stable_hash};
 pub use name::{Strategy, UnknownStrategy};
+pub use observed::{AttemptOutcome, DEFAULT_LATENCY_DECAY_MS, Observed};
 pub use quota::reset_aware_score;
 pub use random::health_score;
 
