@@ -38,24 +38,13 @@ impl Default for ComboConfig {
 }
 
 /// `[[combos]]` as written: the strategy still a name, so an unknown one can fall back.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct RawComboConfig {
     name: String,
     strategy: Option<String>,
     targets: Vec<ComboTarget>,
     config: ComboOptions,
-}
-
-impl Default for RawComboConfig {
-    fn default() -> Self {
-        Self {
-            name: String::new(),
-            strategy: None,
-            targets: Vec::new(),
-            config: ComboOptions::default(),
-        }
-    }
 }
 
 impl From<RawComboConfig> for ComboConfig {

@@ -146,6 +146,9 @@ fn context_optimized_takes_the_tightest_window_that_fits() {
     );
 }
 
+/// Makes the second of two candidates better than the first in one respect.
+type Tweak = dyn Fn(&mut Candidate, &mut Candidate);
+
 /// Two otherwise equal candidates; `tweak` makes the second one better in one respect.
 fn auto_prefers(tweak: impl Fn(&mut Candidate, &mut Candidate), ctx: &SelectCtx) -> Vec<usize> {
     let mut c: Vec<Candidate> = (0..2).map(cand).collect();
@@ -174,7 +177,7 @@ fn auto_scores_every_factor_in_the_right_direction() {
         prompt_tokens: Some(50_000),
         ..SelectCtx::new(NOW)
     };
-    let cases: Vec<Box<dyn Fn(&mut Candidate, &mut Candidate)>> = vec![
+    let cases: Vec<Box<Tweak>> = vec![
         Box::new(|a, _| a.backoff_level = 2),
         Box::new(|a, b| {
             a.quota = quota(0.1, None, None);
