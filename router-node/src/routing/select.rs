@@ -95,7 +95,7 @@ pub fn eligible(
             continue;
         }
         out.candidates
-            .push(candidate(conn, provider, snap.state.backoff_level));
+            .push(candidate(conn, provider, snap.state.backoff_level, now));
     }
     out
 }
@@ -112,9 +112,15 @@ fn lock_failure_reason(reason: switchyard_shared::lockout::LockReason) -> Failur
     }
 }
 
-fn candidate(conn: &ConnHandle, provider: &ProviderHandle, backoff_level: u32) -> Candidate {
+/// The strategy view of a connection, with its observed latency, last success and quota.
+fn candidate(
+    conn: &ConnHandle,
+    provider: &ProviderHandle,
+    backoff_level: u32,
+    now: Millis,
+) -> Candidate {
     let last = conn.last_used_at.load(Ordering::Relaxed);
-    Candidate {
+    let mut c = Candidate {
         priority: conn.config.priority,
         weight: conn.config.weight,
         in_flight: conn.inflight.load(Ordering::Relaxed),
@@ -123,7 +129,9 @@ fn candidate(conn: &ConnHandle, provider: &ProviderHandle, backoff_level: u32) -
         backoff_level,
         cost: provider.config.cost_per_1k_tokens,
         ..Candidate::new(conn.idx, stable_hash(conn.id.as_bytes()))
-    }
+    };
+    conn.fill_candidate(&mut c, now);
+    c
 }
 
 /// Picks one candidate: the session pin when it is eligible, else the provider's strategy.

@@ -7,16 +7,22 @@ use crate::strategy::Strategy;
 
 /// `[[combos]]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(from = "RawComboConfig")]
 pub struct ComboConfig {
     /// REQUIRED; clients send `{"model": "<name>"}`.
     pub name: String,
-    /// How the targets are ordered per request; [`Strategy::COMBO_DEFAULT`] when absent.
+    /// How the targets are ordered per request; [`Strategy::COMBO_DEFAULT`] when absent. An
+    /// alias is read as its strategy; an unknown name as [`Strategy::UNKNOWN_FALLBACK`] (the
+    /// reference's rule), remembered in `unknown_strategy` for the warning.
     pub strategy: Strategy,
     /// REQUIRED, non-empty.
     pub targets: Vec<ComboTarget>,
     /// `[combos.config]`.
     pub config: ComboOptions,
+    /// The unknown `strategy` name this combo was written with, reported by
+    /// [`super::Config::warnings`].
+    #[serde(skip)]
+    pub unknown_strategy: Option<String>,
 }
 
 impl Default for ComboConfig {
@@ -26,6 +32,33 @@ impl Default for ComboConfig {
             strategy: Strategy::COMBO_DEFAULT,
             targets: Vec::new(),
             config: ComboOptions::default(),
+            unknown_strategy: None,
+        }
+    }
+}
+
+/// `[[combos]]` as written: the strategy still a name, so an unknown one can fall back.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RawComboConfig {
+    name: String,
+    strategy: Option<String>,
+    targets: Vec<ComboTarget>,
+    config: ComboOptions,
+}
+
+impl From<RawComboConfig> for ComboConfig {
+    fn from(raw: RawComboConfig) -> Self {
+        let (strategy, unknown) = match raw.strategy.as_deref() {
+            None => (Strategy::COMBO_DEFAULT, None),
+            Some(name) => Strategy::parse_lenient(name),
+        };
+        Self {
+            name: raw.name,
+            strategy,
+            targets: raw.targets,
+            config: raw.config,
+            unknown_strategy: unknown.map(|u| u.0),
         }
     }
 }

@@ -10,8 +10,14 @@
 //! [`Config::resolve_secrets`]. Client model names are resolved to targets by [`ModelIndex`].
 //!
 //! Keys beyond the contract (kept few): `[server] client_request_timeout_ms`,
-//! `[[providers]] cost_per_1k_tokens`, `[[providers]] responses_api`, `[translation]`, `[[api_keys]] key_sha256` (named by the contract as the
-//! alternative to `key_env`) and `[resilience.provider_error_rules]` (see [`crate::settings`]).
+//! `[[providers]] cost_per_1k_tokens`, `[[providers]] responses_api`, `[translation]`,
+//! `[[api_keys]] key_sha256` (named by the contract as the
+//! alternative to `key_env`), `[resilience.provider_error_rules]` (see [`crate::settings`]),
+//! `[[model_catalog]]` (see [`crate::model_catalog`]) and `[quota_preflight]` (see
+//! [`crate::quota_preflight`]).
+//!
+//! Some problems are warnings rather than errors ([`Config::warnings`]): a combo `strategy`
+//! that names no known strategy runs as `priority`, as the reference does.
 
 mod combo;
 mod error;
@@ -19,6 +25,7 @@ mod provider;
 mod resolve;
 mod secrets;
 mod server;
+mod strategy_inputs;
 mod translation;
 mod validate;
 
@@ -43,6 +50,7 @@ pub use server::{
     ApiKeyConfig, AuthConfig, ClusterConfig, ClusterMode, KNOWN_SCOPES, SCOPE_LEASE_EXCLUSIVE,
     ServerConfig, glob_match,
 };
+pub use strategy_inputs::QuotaPreflightConfig;
 pub use translation::{ResponsesApi, TranslationConfig, is_openai_responses_host};
 
 /// The whole config file.
@@ -63,6 +71,9 @@ pub struct Config {
     /// Extra (not in the contract): `[translation]`, the parameter policy of cross-format
     /// requests.
     pub translation: TranslationConfig,
+    /// Overrides and additions to the default model catalog.
+    pub model_catalog: Vec<crate::model_catalog::ModelInfo>,
+    pub quota_preflight: QuotaPreflightConfig,
 }
 
 impl Config {
@@ -92,6 +103,30 @@ impl Config {
     /// Every semantic problem, each naming its key path.
     pub fn validate(&self) -> Result<(), ConfigErrors> {
         validate::validate(self)
+    }
+
+    /// Problems that do not stop the config from loading, each naming its key path: log them
+    /// at startup and on `--check`.
+    pub fn warnings(&self) -> Vec<ConfigError> {
+        self.combos
+            .iter()
+            .enumerate()
+            .filter_map(|(index, combo)| {
+                let name = combo.unknown_strategy.as_deref()?;
+                Some(ConfigError::new(
+                    format!("combos[{index}].strategy"),
+                    format!(
+                        "unknown routing strategy `{name}`; using `{}`",
+                        crate::strategy::Strategy::UNKNOWN_FALLBACK
+                    ),
+                ))
+            })
+            .collect()
+    }
+
+    /// The model catalog: the default one with `[[model_catalog]]` applied.
+    pub fn catalog(&self) -> crate::model_catalog::ModelCatalog {
+        crate::model_catalog::ModelCatalog::with_overrides(&self.model_catalog)
     }
 
     pub fn provider(&self, id: &str) -> Option<&ProviderConfig> {

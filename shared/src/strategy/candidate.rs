@@ -24,6 +24,21 @@ pub struct QuotaView {
     pub weekly_reset_at: Option<Millis>,
 }
 
+/// A model's price/capability class, from the model catalog (`auto` prefers higher tiers a
+/// little; `tier` is one of its minor factors).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelTier {
+    /// Frontier models (Opus, o3, GPT-5, Gemini Pro).
+    Premium,
+    /// General-purpose models (Sonnet, GPT-4.1, DeepSeek).
+    Standard,
+    /// Small and fast models (Haiku, mini/nano, Flash, Llama 8B).
+    Economy,
+}
+
 /// One eligible candidate (a connection of a provider, or a target of a combo).
 ///
 /// The caller has already removed everything that must not be tried (open breaker, cooldown,
@@ -54,6 +69,11 @@ pub struct Candidate {
     pub quota: Option<QuotaView>,
     /// Last successful attempt (for `lkgp`).
     pub last_success_at: Option<Millis>,
+    /// The target model's context window in tokens (model catalog), for `context-optimized`
+    /// and `auto`.
+    pub context_window: Option<u32>,
+    /// The target model's tier (model catalog), for `auto`.
+    pub tier: Option<ModelTier>,
     /// `false`: eligible but degraded (e.g. a half-open breaker probe). Every strategy orders
     /// healthy candidates first and picks an unhealthy one only when no healthy one is left.
     pub healthy: bool,
@@ -75,6 +95,8 @@ impl Candidate {
             latency_ms: None,
             quota: None,
             last_success_at: None,
+            context_window: None,
+            tier: None,
             healthy: true,
         }
     }
@@ -139,6 +161,12 @@ pub struct SelectCtx {
     /// any caller-chosen u64). `None` degrades to `fill-first`.
     pub cache_key: Option<u64>,
     pub reset_aware: ResetAwareWeights,
+    /// Estimated tokens the request needs (prompt plus requested output), for
+    /// `context-optimized` and `auto`'s task fit; `None` when unknown.
+    pub prompt_tokens: Option<u32>,
+    /// Share of the pool's provider breakers that are OPEN (`0..=1`), for `auto`'s incident
+    /// mode. Open targets are usually filtered out before selection, so the caller says it.
+    pub open_breaker_share: f64,
 }
 
 impl SelectCtx {
@@ -150,6 +178,8 @@ impl SelectCtx {
             fallback: false,
             cache_key: None,
             reset_aware: ResetAwareWeights::default(),
+            prompt_tokens: None,
+            open_breaker_share: 0.0,
         }
     }
 }

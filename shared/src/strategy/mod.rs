@@ -15,10 +15,13 @@
 //! already eligible; unhealthy ones (`healthy == false`) are ordered after all healthy ones
 //! (each group in the strategy's own order) and picked only when no healthy one is left.
 
+mod auto;
 mod candidate;
+mod context;
 mod ewma;
 mod hash;
 mod name;
+mod observed;
 mod quota;
 mod random;
 mod ranked;
@@ -29,16 +32,24 @@ mod draw_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod quota_strategy_tests;
+#[cfg(test)]
 mod tests;
 
 use rand::Rng;
 
+pub use auto::{
+    AUTO_EXCLUDE_BELOW, AUTO_EXCLUSION_MAX_MS, AUTO_EXCLUSION_MS, AUTO_EXPLORATION,
+    AUTO_INCIDENT_SHARE, AUTO_WEIGHTS, AutoExclusion, AutoWeights, auto_scores,
+};
 pub use candidate::{
-    Candidate, DEFAULT_STICKY_LIMIT, QuotaView, ResetAwareWeights, SelectCtx, StrategyState,
+    Candidate, DEFAULT_STICKY_LIMIT, ModelTier, QuotaView, ResetAwareWeights, SelectCtx,
+    StrategyState,
 };
 pub use ewma::Ewma;
 pub use hash::{fmix64, fnv1a64, rendezvous_weight, stable_hash};
 pub use name::{Strategy, UnknownStrategy};
+pub use observed::{AttemptOutcome, DEFAULT_LATENCY_DECAY_MS, Observed};
 pub use quota::reset_aware_score;
 pub use random::health_score;
 
@@ -151,6 +162,12 @@ fn choose<'a, R: Rng + ?Sized>(
         Strategy::ResetAware => quota::best(pool, ctx.now, &ctx.reset_aware),
         Strategy::RoundRobin => rotation::round_robin(pool, state, ctx),
         Strategy::StrictRandom => rotation::strict_random(pool, state, rng),
+        Strategy::ResetWindow => {
+            ranked::best(pool, quota::reset_window_cmp(ctx.now, &ctx.reset_aware))
+        }
+        Strategy::QuotaWeighted => quota::weighted(pool, rng),
+        Strategy::Auto => auto::best(pool, ctx, rng),
+        Strategy::ContextOptimized => ranked::best(pool, context::fit_cmp(ctx.prompt_tokens)),
     }
 }
 
@@ -205,5 +222,12 @@ fn arrange<R: Rng + ?Sized>(
         Strategy::CacheOptimized => {
             sort(rest, &|a, b| Rank::Rendezvous(ctx.cache_key).cmp(a, b));
         }
+        Strategy::ResetWindow => sort(rest, &quota::reset_window_cmp(ctx.now, &ctx.reset_aware)),
+        Strategy::QuotaWeighted => sort(rest, &|a, b| Rank::Headroom.cmp(a, b)),
+        Strategy::Auto => {
+            let stats = auto::PoolStats::of(entries(cands, head).chain(entries(cands, rest)));
+            sort(rest, &auto::cmp(&stats, ctx));
+        }
+        Strategy::ContextOptimized => sort(rest, &context::fit_cmp(ctx.prompt_tokens)),
     }
 }

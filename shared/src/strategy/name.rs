@@ -1,8 +1,11 @@
 //! Strategy names: the config contract.
 //!
 //! The kebab-case names are what operators write in `strategy` and `connection_strategy`, what
-//! metrics label and what the admin API returns; serde and `FromStr` accept exactly these (no
-//! aliases, no case folding), so a typo is a config error rather than a silent fallback.
+//! metrics label and what the admin API returns. `FromStr` and serde also accept the
+//! reference's aliases (`usage` → `least-used`, `context` → `context-optimized`,
+//! `weekly-reset` → `reset-window`), never case-folded. An unknown name is an error here; a
+//! combo's `strategy` reads it leniently instead ([`Strategy::parse_lenient`]): the reference
+//! falls back to `priority`, and the config loader reports it as a warning.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +13,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// A routing strategy, named in config files exactly as [`Strategy::as_str`] spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// The configured order.
@@ -41,11 +44,19 @@ pub enum Strategy {
     CacheOptimized,
     /// Last known good first.
     Lkgp,
+    /// The quota window that resets soonest first; nearly exhausted ones last.
+    ResetWindow,
+    /// Weighted random by remaining quota.
+    QuotaWeighted,
+    /// Multi-factor score (health, quota, cost, latency, task fit, …) with 5 % exploration.
+    Auto,
+    /// The tightest context window that fits the request first; too small ones last.
+    ContextOptimized,
 }
 
 impl Strategy {
     /// Every strategy, in the order the example config lists them.
-    pub const ALL: [Strategy; 14] = [
+    pub const ALL: [Strategy; 18] = [
         Self::Priority,
         Self::Weighted,
         Self::RoundRobin,
@@ -60,7 +71,21 @@ impl Strategy {
         Self::Headroom,
         Self::CacheOptimized,
         Self::Lkgp,
+        Self::ResetWindow,
+        Self::QuotaWeighted,
+        Self::Auto,
+        Self::ContextOptimized,
     ];
+
+    /// Other names for strategies, as the reference accepts them.
+    pub const ALIASES: [(&'static str, Strategy); 3] = [
+        ("usage", Self::LeastUsed),
+        ("context", Self::ContextOptimized),
+        ("weekly-reset", Self::ResetWindow),
+    ];
+
+    /// What an unknown name falls back to in a combo.
+    pub const UNKNOWN_FALLBACK: Strategy = Self::Priority;
 
     /// A combo's strategy when the config names none.
     pub const COMBO_DEFAULT: Strategy = Self::Priority;
@@ -84,6 +109,10 @@ impl Strategy {
             Self::Headroom => "headroom",
             Self::CacheOptimized => "cache-optimized",
             Self::Lkgp => "lkgp",
+            Self::ResetWindow => "reset-window",
+            Self::QuotaWeighted => "quota-weighted",
+            Self::Auto => "auto",
+            Self::ContextOptimized => "context-optimized",
         }
     }
 
@@ -91,8 +120,22 @@ impl Strategy {
     pub const fn uses_rng(self) -> bool {
         matches!(
             self,
-            Self::Weighted | Self::Random | Self::StrictRandom | Self::P2c
+            Self::Weighted
+                | Self::Random
+                | Self::StrictRandom
+                | Self::P2c
+                | Self::QuotaWeighted
+                | Self::Auto
         )
+    }
+
+    /// A name or alias; an unknown name yields [`Strategy::UNKNOWN_FALLBACK`] and the error to
+    /// report as a warning.
+    pub fn parse_lenient(name: &str) -> (Strategy, Option<UnknownStrategy>) {
+        match name.parse() {
+            Ok(strategy) => (strategy, None),
+            Err(unknown) => (Self::UNKNOWN_FALLBACK, Some(unknown)),
+        }
     }
 }
 
@@ -114,6 +157,31 @@ impl FromStr for Strategy {
         Self::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
+            .or_else(|| {
+                Self::ALIASES
+                    .into_iter()
+                    .find(|(alias, _)| *alias == s)
+                    .map(|(_, st)| st)
+            })
             .ok_or_else(|| UnknownStrategy(s.into()))
+    }
+}
+
+/// Every name, for serde's "expected one of" message.
+static NAMES: [&str; Strategy::ALL.len()] = {
+    let mut out = [""; Strategy::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = Strategy::ALL[i].as_str();
+        i += 1;
+    }
+    out
+};
+
+impl<'de> Deserialize<'de> for Strategy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        name.parse()
+            .map_err(|_| serde::de::Error::unknown_variant(&name, &NAMES))
     }
 }

@@ -42,11 +42,17 @@ prop_compose! {
         (cost, latency_ms) in (opt_f64(), opt_f64()),
         quota in quota(),
         last_success_at in proptest::option::of(0u64..10),
+        (context_window, tier) in (
+            proptest::option::of(1u32..400_000),
+            proptest::option::of(proptest::sample::select(vec![
+                ModelTier::Premium, ModelTier::Standard, ModelTier::Economy,
+            ])),
+        ),
         healthy in proptest::bool::weighted(0.8),
     ) -> Candidate {
         Candidate {
             index: 0, id_hash, priority, weight, in_flight, last_used_at, consecutive_use_count,
-            backoff_level, cost, latency_ms, quota, last_success_at, healthy,
+            backoff_level, cost, latency_ms, quota, last_success_at, context_window, tier, healthy,
         }
     }
 }
@@ -68,8 +74,13 @@ prop_compose! {
         sticky_limit in 0u32..5,
         fallback in any::<bool>(),
         cache_key in proptest::option::of(any::<u64>()),
+        prompt_tokens in proptest::option::of(0u32..300_000),
+        open_breaker_share in 0.0f64..1.0,
     ) -> SelectCtx {
-        SelectCtx { now, sticky_limit, fallback, cache_key, ..SelectCtx::new(now) }
+        SelectCtx {
+            now, sticky_limit, fallback, cache_key, prompt_tokens, open_breaker_share,
+            ..SelectCtx::new(now)
+        }
     }
 }
 

@@ -10,6 +10,10 @@
 //! Scores within the tie band of the best are equal and fall back to priority, so tiny quota
 //! differences do not flap the choice. Candidates under the exhaustion guard go after all others.
 
+use std::cmp::Ordering;
+
+use rand::Rng;
+
 use crate::Millis;
 
 use super::candidate::{Candidate, QuotaView, ResetAwareWeights};
@@ -76,4 +80,68 @@ pub(super) fn best<'a>(
         .filter(|e| score(e.1) >= top - band)
         .min_by(|a, b| Rank::Priority.cmp(*a, *b))
         .map(|e| e.0)
+}
+
+/// The earliest reset still ahead of `now` (session or weekly); `None` when none is known.
+fn next_reset(c: &Candidate, now: Millis) -> Option<Millis> {
+    let q = c.quota?;
+    [q.session_reset_at, q.weekly_reset_at]
+        .into_iter()
+        .flatten()
+        .filter(|&at| at > now)
+        .min()
+}
+
+/// `reset-window`'s order: candidates above the exhaustion guard first, then the soonest
+/// upcoming quota reset (unknown resets after known ones), then priority. Quota that resets
+/// soonest is the cheapest to spend; the guard keeps an empty window from being chosen just
+/// because it is about to refill.
+pub(super) fn reset_window_cmp(
+    now: Millis,
+    w: &ResetAwareWeights,
+) -> impl Fn(Entry<'_>, Entry<'_>) -> Ordering + '_ {
+    move |a, b| {
+        let key = |c: &Candidate| next_reset(c, now).unwrap_or(Millis::MAX);
+        guarded(a.1, w)
+            .cmp(&guarded(b.1, w))
+            .then(key(a.1).cmp(&key(b.1)))
+            .then_with(|| Rank::Priority.cmp(a, b))
+    }
+}
+
+/// `quota-weighted`'s weight: the remaining fraction, neutral when unknown.
+fn quota_weight(c: &Candidate) -> f64 {
+    c.remaining().unwrap_or(NEUTRAL_SCORE)
+}
+
+/// `quota-weighted`: a draw weighted by remaining quota, so load spreads in proportion to what
+/// each account has left; a pool with nothing left anywhere is uniform. One RNG draw.
+pub(super) fn weighted<'a, R: Rng + ?Sized>(
+    pool: impl Iterator<Item = Entry<'a>> + Clone,
+    rng: &mut R,
+) -> Option<usize> {
+    let total: f64 = pool.clone().map(|e| quota_weight(e.1)).sum();
+    let n = pool.clone().count();
+    if n == 0 {
+        return None;
+    }
+    let r: f64 = rng.random::<f64>();
+    if total <= 0.0 {
+        let k = ((r * n as f64) as usize).min(n - 1);
+        return pool.clone().nth(k).map(|e| e.0);
+    }
+    let mut left = r * total;
+    let mut last = None;
+    for e in pool {
+        let w = quota_weight(e.1);
+        if w > 0.0 {
+            last = Some(e.0);
+            if left < w {
+                return Some(e.0);
+            }
+            left -= w;
+        }
+    }
+    // Rounding can leave a sliver past the last positive weight.
+    last
 }

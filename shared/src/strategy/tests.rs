@@ -53,7 +53,12 @@ fn names_round_trip_through_from_str_and_serde() {
         "headroom",
         "cache-optimized",
         "lkgp",
+        "reset-window",
+        "quota-weighted",
+        "auto",
+        "context-optimized",
     ];
+    assert_eq!(config_names.len(), Strategy::ALL.len());
     for (s, name) in Strategy::ALL.into_iter().zip(config_names) {
         assert_eq!(s.as_str(), name);
         assert_eq!(name.parse::<Strategy>(), Ok(s));
@@ -63,9 +68,27 @@ fn names_round_trip_through_from_str_and_serde() {
             s
         );
     }
+    // The reference's aliases; anything else stays an error for `FromStr` and serde.
+    assert_eq!("usage".parse::<Strategy>(), Ok(Strategy::LeastUsed));
     assert_eq!(
-        "usage".parse::<Strategy>(),
-        Err(UnknownStrategy("usage".into()))
+        "context".parse::<Strategy>(),
+        Ok(Strategy::ContextOptimized)
+    );
+    assert_eq!(
+        serde_json::from_str::<Strategy>("\"weekly-reset\"").unwrap(),
+        Strategy::ResetWindow
+    );
+    assert_eq!(
+        "fastest".parse::<Strategy>(),
+        Err(UnknownStrategy("fastest".into()))
+    );
+    assert_eq!(
+        Strategy::parse_lenient("fastest"),
+        (Strategy::Priority, Some(UnknownStrategy("fastest".into())))
+    );
+    assert_eq!(
+        Strategy::parse_lenient("usage"),
+        (Strategy::LeastUsed, None)
     );
     assert!(serde_json::from_str::<Strategy>("\"FillFirst\"").is_err());
     assert_eq!(Strategy::CONNECTION_DEFAULT, Strategy::FillFirst);

@@ -7,8 +7,8 @@
 //! actor restarts, so in-flight permits and counters stay valid.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use actix::Addr;
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -18,6 +18,9 @@ use switchyard_shared::config::ConnectionConfig;
 use switchyard_shared::cooldown::{self, ConnState};
 use switchyard_shared::lockout::{LockEntry, LockoutTable, ModelRef};
 use switchyard_shared::outcome::TerminalStatus;
+use switchyard_shared::quota_headers;
+use switchyard_shared::quota_preflight::{self, Preflight, Thresholds};
+use switchyard_shared::strategy::{AttemptOutcome, Candidate, Observed};
 
 use crate::actors::ConnectionActor;
 use crate::counters::CooldownCounts;
@@ -91,6 +94,9 @@ pub struct ConnHandle {
     pub dropped_observations: AtomicU64,
     /// Cooldowns the actor set, by reason (exported as `switchyard_cooldowns_total`).
     pub cooldowns: CooldownCounts,
+    /// Latency, last success and reported quota windows, for the strategies and the quota
+    /// preflight. A plain mutex: every critical section is a few arithmetic operations.
+    pub observed: Mutex<Observed>,
 }
 
 impl ConnHandle {
@@ -125,6 +131,7 @@ impl ConnHandle {
             actor: ArcSwapOption::empty(),
             dropped_observations: AtomicU64::new(0),
             cooldowns: CooldownCounts::default(),
+            observed: Mutex::new(Observed::default()),
         }
     }
 
@@ -146,6 +153,41 @@ impl ConnHandle {
         } else {
             self.consecutive_use.store(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Observations for the strategies and the quota preflight.
+impl ConnHandle {
+    /// A poisoned lock only means a panic elsewhere mid-update of plain numbers; keep using them.
+    fn observed(&self) -> MutexGuard<'_, Observed> {
+        self.observed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records an attempt that ended at `now` after `latency_ms` (to the first byte of the
+    /// answer, or to the timeout).
+    pub fn observe_attempt(&self, outcome: AttemptOutcome, latency_ms: Millis, now: Millis) {
+        self.observed().observe(outcome, latency_ms, now);
+    }
+
+    /// Records the quota windows an upstream response's headers report. `now` is policy time,
+    /// `now_epoch_ms` the wall clock (absolute resets are read against it).
+    pub fn observe_quota_headers(&self, headers: &[(&str, &str)], now: Millis, now_epoch_ms: u64) {
+        let report = quota_headers::parse(headers, now_epoch_ms);
+        if !report.windows.is_empty() {
+            self.observed().observe_quota(&report, now);
+        }
+    }
+
+    /// Writes latency, last success and quota into a candidate view.
+    pub fn fill_candidate(&self, c: &mut Candidate, now: Millis) {
+        self.observed().fill(c, now);
+    }
+
+    /// The quota preflight's verdict for this connection at `now`.
+    pub fn quota_preflight(&self, thresholds: &Thresholds, now: Millis) -> Preflight {
+        quota_preflight::preflight(self.observed().windows(), thresholds, now)
     }
 }
 

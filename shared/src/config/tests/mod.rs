@@ -5,6 +5,7 @@ mod parse;
 mod resolve;
 mod secrets;
 mod semantic;
+mod strategy_inputs;
 
 use super::{Config, ConfigErrors};
 

@@ -76,8 +76,6 @@ fn negative_and_overflowing_numbers_are_rejected() {
 fn closed_sets_reject_unknown_names() {
     let errors = parse_err("[cluster]\nmode = \"etcd\"\n");
     assert_error(&errors, "cluster.mode", "unknown variant `etcd`");
-    let errors = parse_err("[[combos]]\nname = \"c\"\nstrategy = \"fastest\"\ntargets = []\n");
-    assert_error(&errors, "combos[1].strategy", "unknown variant `fastest`");
     let errors = parse_err("[[providers]]\nid = \"p\"\ncategory = \"oath\"\n");
     assert_error(&errors, "providers[3].category", "unknown variant `oath`");
 }

@@ -31,6 +31,8 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigErrors> {
     routing::connections(config, &mut errors);
     routing::combos(config, &mut errors);
     routing::resilience(config, &mut errors);
+    super::strategy_inputs::validate_catalog(&config.model_catalog, &mut errors);
+    super::strategy_inputs::validate_preflight(&config.quota_preflight, &mut errors);
     errors.finish()
 }
 
