@@ -51,10 +51,6 @@ pub const WRITER_QUEUE: usize = 4096;
 /// Local changes kept while Redis is unreachable (oldest dropped first).
 pub const REPLAY_CAPACITY: usize = 10_000;
 
-/// The failure window of the shared breaker. The local breaker has no window (it forgets one
-/// failure per success); the shared one forgets failures older than this.
-pub const BREAKER_WINDOW_MS: Millis = 60_000;
-
 /// Where the cluster tasks find the current runtime (it may be swapped by a config reload).
 pub type RuntimeSource = Arc<dyn Fn() -> Arc<crate::runtime::Runtime> + Send + Sync>;
 
@@ -300,14 +296,7 @@ impl std::fmt::Debug for Cluster {
 
 /// The shared breaker's parameters for a provider's profile.
 pub fn breaker_params(profile: &BreakerProfile) -> BreakerParams {
-    BreakerParams {
-        failure_threshold: profile.failure_threshold,
-        window_ms: BREAKER_WINDOW_MS.max(profile.reset_timeout_ms),
-        reset_timeout_ms: profile.reset_timeout_ms,
-        max_reset_timeout_ms: profile
-            .reset_timeout_ms
-            .saturating_mul(u64::from(profile.max_backoff_multiplier.max(1))),
-    }
+    BreakerParams::from_profile(profile)
 }
 
 /// Wall-clock epoch milliseconds (event timestamps, propagation delay).
@@ -404,7 +393,7 @@ mod tests {
             p.max_reset_timeout_ms,
             profile.reset_timeout_ms * u64::from(profile.max_backoff_multiplier)
         );
-        assert!(p.window_ms >= BREAKER_WINDOW_MS);
+        assert_eq!(p.backoff_escalation_count, profile.backoff_escalation_count);
     }
 
     #[tokio::test]
