@@ -112,7 +112,7 @@ async fn terminal_is_sticky_until_reinstated() {
         !s.cooldown_clear("c").await.unwrap(),
         "clear never lifts a terminal"
     );
-    let (after_success, eased) = s.cooldown_success("c", 0).await.unwrap();
+    let (after_success, eased) = s.cooldown_success("c", None).await.unwrap();
     assert!(
         !eased,
         "a terminal connection's cooldown is not ended by a success"
@@ -151,19 +151,14 @@ async fn success_ends_the_cooldown_and_lowers_the_level() {
     assert_eq!(second.backoff_level, 2);
 
     // A success of an attempt dispatched before that failure (an hour ago) is stale.
-    let before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-        - 3_600_000;
-    let (stale, eased) = s.cooldown_success("c", before).await.unwrap();
+    let (stale, eased) = s.cooldown_success("c", Some(3_600_000)).await.unwrap();
     assert!(!eased, "a stale success is not announced");
     assert_eq!(stale.backoff_level, 2, "a stale success changes nothing");
     assert!(stale.remaining_ms > 50_000);
     let rec = &s.read_connections(&["c"]).await.unwrap()[0];
     assert!(rec.remaining_ms > 50_000, "the cooldown still runs");
 
-    let (rec, eased) = s.cooldown_success("c", 0).await.unwrap();
+    let (rec, eased) = s.cooldown_success("c", None).await.unwrap();
     assert!(
         eased,
         "this success ended a running cooldown: the caller announces it"
@@ -175,11 +170,11 @@ async fn success_ends_the_cooldown_and_lowers_the_level() {
 
     // Only the level is left: decaying it ends no cooldown, so there is nothing to announce.
     assert_eq!(
-        s.cooldown_success("c", 0).await.unwrap(),
+        s.cooldown_success("c", None).await.unwrap(),
         (ConnRecord::clean("c"), false)
     );
     assert_eq!(
-        s.cooldown_success("c", 0).await.unwrap(),
+        s.cooldown_success("c", None).await.unwrap(),
         (ConnRecord::clean("c"), false)
     );
 
