@@ -35,3 +35,4 @@ pub mod harness;
 pub mod mock_upstream;
 pub mod python;
 pub mod redis_server;
+pub mod redis_topology;

@@ -156,6 +156,9 @@ impl RedisStore {
             })
             .await?;
         let v = array_of(CMD, reply, 5)?;
+        if int(CMD, &v[0])? == 1 {
+            self.replicate().await;
+        }
         Ok(CooldownApplied {
             applied: int(CMD, &v[0])? == 1,
             remaining_ms: uint_or_zero(CMD, &v[1])?,
@@ -273,6 +276,9 @@ impl RedisStore {
             })
             .await?;
         let v = array_of(command, reply, 2)?;
+        if int(command, &v[0])? == 1 {
+            self.replicate().await;
+        }
         Ok(ConnWrite {
             changed: int(command, &v[0])? == 1,
             version: uint_or_zero(command, &v[1])?,

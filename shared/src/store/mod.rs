@@ -40,6 +40,7 @@ pub mod membership;
 pub mod permits;
 mod redis_store;
 mod replies;
+mod sentinel;
 pub mod settings;
 mod url;
 
