@@ -67,6 +67,8 @@ fn healthy_cluster_is_ok_and_problems_degrade_it() {
         failure_count: 0,
         retry_after_ms: 900,
         open_cycles: 1,
+        open_until_ms: 1_900,
+        at_ms: 1_000,
     });
     let doc = document(&snap, &catalogue(), &params(), &co, &feed);
     assert_eq!(doc["status"], "degraded");

@@ -21,6 +21,7 @@ pub mod fault_proxy;
 pub mod harness;
 pub mod python;
 pub mod redis_server;
+pub mod redis_topology;
 
 /// The mock upstream, re-exported under the path the tests have always used.
 pub use switchyard_mock as mock_upstream;

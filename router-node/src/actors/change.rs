@@ -24,20 +24,9 @@ pub trait StatePublisher: Send + Sync + std::fmt::Debug {
     fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64>;
 }
 
-/// The failure window of the shared breaker. The local breaker has no window (it forgets one
-/// failure per success); the shared one forgets failures older than this.
-pub const BREAKER_WINDOW_MS: Millis = 60_000;
-
 /// The shared breaker's parameters for a local profile.
 pub fn breaker_params(profile: &BreakerProfile) -> BreakerParams {
-    BreakerParams {
-        failure_threshold: profile.failure_threshold,
-        window_ms: BREAKER_WINDOW_MS.max(profile.reset_timeout_ms),
-        reset_timeout_ms: profile.reset_timeout_ms,
-        max_reset_timeout_ms: profile
-            .reset_timeout_ms
-            .saturating_mul(u64::from(profile.max_backoff_multiplier.max(1))),
-    }
+    BreakerParams::from_profile(profile)
 }
 
 /// A change made by this node's actors.

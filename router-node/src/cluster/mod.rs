@@ -31,9 +31,7 @@ use switchyard_shared::store::{
 };
 use tokio::sync::mpsc;
 
-pub use crate::actors::change::{
-    self, BREAKER_WINDOW_MS, LocalChange, Stamped, StatePublisher, breaker_params,
-};
+pub use crate::actors::change::{self, LocalChange, Stamped, StatePublisher, breaker_params};
 
 use crate::metrics::cluster::{ClusterMetrics, EventResult};
 use replay::ReplayQueue;
@@ -377,7 +375,7 @@ mod tests {
             p.max_reset_timeout_ms,
             profile.reset_timeout_ms * u64::from(profile.max_backoff_multiplier)
         );
-        assert!(p.window_ms >= BREAKER_WINDOW_MS);
+        assert_eq!(p.backoff_escalation_count, profile.backoff_escalation_count);
     }
 
     #[tokio::test]

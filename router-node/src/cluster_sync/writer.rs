@@ -172,7 +172,11 @@ async fn execute(
             conn,
             started_epoch_ms,
         } => {
-            let (record, eased) = store.cooldown_success(conn, *started_epoch_ms).await?;
+            // Only the attempt's age crosses to Redis (both ends on this node's clock), so
+            // this node's clock skew cannot make the success look newer than a peer's failure.
+            let age_ms =
+                (*started_epoch_ms > 0).then(|| wall_ms().saturating_sub(*started_epoch_ms));
+            let (record, eased) = store.cooldown_success(conn, age_ms).await?;
             if eased {
                 // Peers would otherwise keep the cooldown until their next resync.
                 publish(
@@ -210,9 +214,21 @@ async fn execute(
             if remaining_ms == 0 {
                 return Ok(());
             }
-            let r = store
-                .lockout_extend(provider, conn, model, remaining_ms, *failure_count, *reason)
+            let applied = store
+                .lockout_extend_applied(
+                    provider,
+                    conn,
+                    model,
+                    remaining_ms,
+                    *failure_count,
+                    *reason,
+                )
                 .await?;
+            // A lockout the stored one already covered was announced by whoever stored it.
+            if !applied.applied {
+                return Ok(());
+            }
+            let r = applied.record;
             publish(
                 cluster,
                 at,

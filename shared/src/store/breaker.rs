@@ -7,9 +7,16 @@
 //! from [`KeySpace::breaker_probe_fence`](super::KeySpace::breaker_probe_fence), which is never
 //! reset), so the late result of an expired probe is ignored.
 //!
+//! One semantics: the scripts run the same machine as the node's pure breaker
+//! ([`crate::breaker::Breaker`]) — failures counted since the last close minus one per success,
+//! DEGRADED at the band, OPEN at the threshold, an elapsed OPEN read as HALF_OPEN, and the reset
+//! escalation `reset · 2^(cycles − backoff_escalation_count)` capped at `reset ·
+//! max_backoff_multiplier`. The only difference is the probe budget: one probe cluster-wide.
+//! `tests/tests/store_breaker_model.rs` drives both with the same random events.
+//!
 //! Keys: the breaker hash (`phase`, `gen` = transition counter, `cycles`, `open_until` on the
-//! Redis clock, `window`, `seq`), the failure window (ZSET, score = Redis ms) and the probe
-//! lease. Scripts never publish; the caller publishes a `BreakerTransition` when
+//! Redis clock, `failures`, `band`) and the probe lease; the v1 failure-window ZSET is only
+//! deleted. Scripts never publish; the caller publishes a `BreakerTransition` when
 //! [`BreakerChange::changed`] says so.
 
 use std::sync::LazyLock;
@@ -22,13 +29,14 @@ use super::replies::{
     array_of, enum_value, int, into_array, opt_string, protocol, u32_or_zero, uint_or_zero,
 };
 use crate::Millis;
+use crate::breaker::BreakerProfile;
 use crate::wire::BreakerPhase;
 
 macro_rules! breaker_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
-                include_str!("lua/breaker_common_v1.lua"),
+                include_str!("lua/breaker_common_v2.lua"),
                 include_str!($file)
             ))
         })
@@ -37,22 +45,54 @@ macro_rules! breaker_script {
 
 mod read;
 
-static FAILURE: LazyLock<Script> = breaker_script!("lua/breaker_failure_v1.lua");
-static SUCCESS: LazyLock<Script> = breaker_script!("lua/breaker_success_v1.lua");
-static PROBE_ACQUIRE: LazyLock<Script> = breaker_script!("lua/breaker_probe_acquire_v1.lua");
-static PROBE_RESULT: LazyLock<Script> = breaker_script!("lua/breaker_probe_result_v1.lua");
-static RESET: LazyLock<Script> = breaker_script!("lua/breaker_reset_v1.lua");
+static FAILURE: LazyLock<Script> = breaker_script!("lua/breaker_failure_v2.lua");
+static SUCCESS: LazyLock<Script> = breaker_script!("lua/breaker_success_v2.lua");
+static PROBE_ACQUIRE: LazyLock<Script> = breaker_script!("lua/breaker_probe_acquire_v2.lua");
+static PROBE_RESULT: LazyLock<Script> = breaker_script!("lua/breaker_probe_result_v2.lua");
+static RESET: LazyLock<Script> = breaker_script!("lua/breaker_reset_v2.lua");
 
-/// The provider's breaker profile, as the scripts need it.
+/// The provider's breaker profile, as the scripts need it (see [`BreakerParams::from_profile`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerParams {
-    /// Failures within the window that open the breaker.
+    /// Failures (since the last close, minus one per success) that open the breaker.
     pub failure_threshold: u32,
-    pub window_ms: Millis,
-    /// The first open period; doubled per open cycle.
+    /// Failures that enter DEGRADED ([`BreakerProfile::degradation_at`]).
+    pub degradation_at: u32,
+    /// The open period before escalation.
     pub reset_timeout_ms: Millis,
-    /// Cap on the escalated open period.
+    /// Cap on the escalated open period (`reset · max_backoff_multiplier`).
     pub max_reset_timeout_ms: Millis,
+    /// Open cycles tolerated before the open period starts doubling.
+    pub backoff_escalation_count: u32,
+}
+
+impl BreakerParams {
+    /// The parameters of a (normalised) profile, so the shared breaker and the local one agree.
+    pub fn from_profile(profile: &BreakerProfile) -> Self {
+        let p = profile.normalized().0;
+        Self {
+            failure_threshold: p.failure_threshold,
+            degradation_at: p.degradation_at(),
+            reset_timeout_ms: p.reset_timeout_ms,
+            max_reset_timeout_ms: p
+                .reset_timeout_ms
+                .saturating_mul(u64::from(p.max_backoff_multiplier.max(1))),
+            backoff_escalation_count: p.backoff_escalation_count,
+        }
+    }
+
+    fn threshold(&self) -> u32 {
+        self.failure_threshold.max(1)
+    }
+
+    fn band(&self) -> u32 {
+        self.degradation_at
+            .clamp(1, self.threshold().saturating_sub(1).max(1))
+    }
+
+    fn max_reset(&self) -> Millis {
+        self.max_reset_timeout_ms.max(self.reset_timeout_ms)
+    }
 }
 
 /// A provider's shared breaker, times relative to the Redis clock at the read.
@@ -62,11 +102,28 @@ pub struct SharedBreaker {
     pub phase: BreakerPhase,
     /// Transition counter: bumped on every phase change, never reset.
     pub generation: u64,
-    /// Failures in the current window (CLOSED only; cleared on opening).
+    /// Failures since the last close, minus one per success (as the local breaker counts).
     pub failure_count: u32,
     /// OPEN: until the probe may be sent; HALF_OPEN: the probe lease's remaining time.
     pub retry_after_ms: Millis,
+    /// Failed probes since the last close (drives the escalation).
     pub open_cycles: u32,
+    /// OPEN: the end of the open period on the Redis clock; 0 otherwise.
+    pub open_until_ms: Millis,
+    /// The Redis clock when this was read (the script's `TIME`).
+    pub at_ms: Millis,
+}
+
+impl SharedBreaker {
+    /// The phase with the lazy step applied, as [`crate::breaker::Breaker::view`] reads it: an
+    /// OPEN whose period has passed is HALF_OPEN (a read does not write that transition).
+    pub fn current_phase(&self) -> BreakerPhase {
+        if self.phase == BreakerPhase::Open && self.at_ms >= self.open_until_ms {
+            BreakerPhase::HalfOpen
+        } else {
+            self.phase
+        }
+    }
 }
 
 /// A script's view of the breaker before and after it ran.
@@ -94,7 +151,8 @@ pub enum ProbeGrant {
 }
 
 impl RedisStore {
-    /// Counts one failure; opens the breaker at the threshold. Ignored while OPEN/HALF_OPEN.
+    /// Counts one failure of an attempt admitted while CLOSED/DEGRADED: DEGRADED at the band,
+    /// OPEN at the threshold. Counted without effect while OPEN; ignored while HALF_OPEN.
     pub async fn breaker_failure(
         &self,
         provider: &str,
@@ -109,10 +167,11 @@ impl RedisStore {
                     .key(b)
                     .key(f)
                     .key(pr)
-                    .arg(p.failure_threshold.max(1))
-                    .arg(p.window_ms.max(1))
+                    .arg(p.threshold())
+                    .arg(p.band())
                     .arg(p.reset_timeout_ms)
-                    .arg(p.max_reset_timeout_ms.max(p.reset_timeout_ms))
+                    .arg(p.max_reset())
+                    .arg(p.backoff_escalation_count)
                     .invoke_async(&mut con)
                     .await
             })
@@ -120,7 +179,8 @@ impl RedisStore {
         parse_change(CMD, provider, reply)
     }
 
-    /// A success: while CLOSED it clears the failure window. OPEN/HALF_OPEN are untouched.
+    /// A success while CLOSED/DEGRADED takes one failure off the count (DEGRADED → CLOSED back
+    /// within the band). OPEN/HALF_OPEN are untouched: only a probe result closes them.
     pub async fn breaker_success(&self, provider: &str) -> Result<BreakerChange, StoreError> {
         const CMD: &str = "breaker_success";
         let [b, f, pr] = self.breaker_keys(provider);
@@ -139,6 +199,19 @@ impl RedisStore {
         owner: &str,
         ttl_ms: Millis,
     ) -> Result<ProbeGrant, StoreError> {
+        Ok(self
+            .breaker_probe_acquire_at(provider, owner, ttl_ms)
+            .await?
+            .0)
+    }
+
+    /// [`RedisStore::breaker_probe_acquire`], with the Redis clock at which it was decided.
+    pub async fn breaker_probe_acquire_at(
+        &self,
+        provider: &str,
+        owner: &str,
+        ttl_ms: Millis,
+    ) -> Result<(ProbeGrant, Millis), StoreError> {
         const CMD: &str = "breaker_probe_acquire";
         let [b, f, pr] = self.breaker_keys(provider);
         let fence = self.keys().breaker_probe_fence(provider);
@@ -159,13 +232,19 @@ impl RedisStore {
             .await?;
         let v = into_array(CMD, reply)?;
         match (v.len(), v.first().map(|x| int(CMD, x)).transpose()?) {
-            (3, Some(1)) => Ok(ProbeGrant::Granted {
-                generation: uint_or_zero(CMD, &v[1])?,
-                ttl_ms: uint_or_zero(CMD, &v[2])?,
-            }),
-            (2, Some(0)) => Ok(ProbeGrant::Denied {
-                retry_after_ms: uint_or_zero(CMD, &v[1])?,
-            }),
+            (4, Some(1)) => Ok((
+                ProbeGrant::Granted {
+                    generation: uint_or_zero(CMD, &v[1])?,
+                    ttl_ms: uint_or_zero(CMD, &v[2])?,
+                },
+                uint_or_zero(CMD, &v[3])?,
+            )),
+            (3, Some(0)) => Ok((
+                ProbeGrant::Denied {
+                    retry_after_ms: uint_or_zero(CMD, &v[1])?,
+                },
+                uint_or_zero(CMD, &v[2])?,
+            )),
             _ => Err(protocol(CMD, format!("unexpected probe reply {v:?}"))),
         }
     }
@@ -191,7 +270,8 @@ impl RedisStore {
                     .arg(generation)
                     .arg(if success { "1" } else { "0" })
                     .arg(p.reset_timeout_ms)
-                    .arg(p.max_reset_timeout_ms.max(p.reset_timeout_ms))
+                    .arg(p.max_reset())
+                    .arg(p.backoff_escalation_count)
                     .invoke_async(&mut con)
                     .await
             })
@@ -229,7 +309,7 @@ fn parse_change(
     provider: &str,
     reply: Value,
 ) -> Result<BreakerChange, StoreError> {
-    let v = array_of(command, reply, 6)?;
+    let v = array_of(command, reply, 8)?;
     let before = phase(command, &v[0])?;
     Ok(BreakerChange {
         before,
@@ -240,6 +320,8 @@ fn parse_change(
             failure_count: u32_or_zero(command, &v[3])?,
             retry_after_ms: uint_or_zero(command, &v[4])?,
             open_cycles: u32_or_zero(command, &v[5])?,
+            open_until_ms: uint_or_zero(command, &v[6])?,
+            at_ms: uint_or_zero(command, &v[7])?,
         },
     })
 }

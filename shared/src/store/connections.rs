@@ -7,8 +7,13 @@
 //! computed on the Redis clock and returned as remaining milliseconds.
 //!
 //! One hash per connection ([`KeySpace::connection`](super::KeySpace::connection)):
-//! `until` (epoch ms, Redis clock), `level`, `reason`, `terminal`, `err`. Scripts never
-//! publish; the caller publishes an event when a script reports a change.
+//! `until` (epoch ms, Redis clock), `level`, `reason`, `terminal`, `err`, `at`, and `ver`, the
+//! record's version. Every write that changes the record — cooldown extend, success, clear,
+//! terminal set and clear, and the connection's lockout extend, decay and clear — bumps `ver`,
+//! and a clear keeps the hash as a tombstone carrying it. So a node's resync
+//! ([`RedisStore::read_connection_states`]) can make its state equal to Redis's whenever
+//! Redis's version is newer, lowering as well as raising (docs/cluster-state.md, "Versions").
+//! Scripts never publish; the caller publishes an event when a script reports a change.
 
 use std::sync::LazyLock;
 
@@ -27,16 +32,24 @@ pub const LEVEL_RETENTION_MS: Millis = 24 * 60 * 60 * 1000;
 /// Longest last-error text stored (characters).
 const LAST_ERROR_MAX_CHARS: usize = crate::cooldown::LAST_ERROR_MAX_CHARS;
 
-static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/cooldown_extend_v1.lua")));
-static SUCCESS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/cooldown_success_v1.lua")));
-static CLEAR: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/cooldown_clear_v1.lua")));
-static TERMINAL_SET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/terminal_set_v1.lua")));
-static TERMINAL_CLEAR: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/terminal_clear_v1.lua")));
+/// A connection-record script: the shared prelude (clock, version bump, retention) first.
+macro_rules! conn_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/conn_common_v2.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+pub(crate) use conn_script;
+
+static EXTEND: LazyLock<Script> = conn_script!("lua/cooldown_extend_v2.lua");
+static SUCCESS: LazyLock<Script> = conn_script!("lua/cooldown_success_v2.lua");
+static CLEAR: LazyLock<Script> = conn_script!("lua/cooldown_clear_v2.lua");
+static TERMINAL_SET: LazyLock<Script> = conn_script!("lua/terminal_set_v2.lua");
+static TERMINAL_CLEAR: LazyLock<Script> = conn_script!("lua/terminal_clear_v2.lua");
 
 /// One failure to write: the cooldown the local policy decided on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +75,35 @@ pub struct CooldownApplied {
     pub backoff_level: u32,
     /// The stored terminal status; when it was already set, nothing was written.
     pub terminal: Option<TerminalStatus>,
+    /// The record's version after the call (bumped only when something changed).
+    pub version: u64,
+}
+
+/// What a write to a connection record did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnWrite {
+    /// Something changed (and the version was bumped).
+    pub changed: bool,
+    /// The record's version after the call.
+    pub version: u64,
+}
+
+/// What a success did to a connection record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuccessApplied {
+    pub record: ConnRecord,
+    /// This success ended a running cooldown: the caller announces it to the other nodes.
+    pub eased: bool,
+    pub version: u64,
+}
+
+/// A connection record with its version, as a resync reads it. A connection Redis knows
+/// nothing about, or whose last write was a clear, reads as a clean record; a clear keeps its
+/// version (a tombstone), an unknown connection has version 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnState {
+    pub record: ConnRecord,
+    pub version: u64,
 }
 
 /// A connection's shared state, times relative to the Redis clock at the read.
@@ -109,41 +151,55 @@ impl RedisStore {
                     .arg(reason)
                     .arg(terminal)
                     .arg(err)
-                    .arg(LEVEL_RETENTION_MS)
-                    .invoke_async(&mut con)
-                    .await
-            })
-            .await?;
-        let v = array_of(CMD, reply, 4)?;
-        Ok(CooldownApplied {
-            applied: int(CMD, &v[0])? == 1,
-            remaining_ms: uint_or_zero(CMD, &v[1])?,
-            backoff_level: u32_or_zero(CMD, &v[2])?,
-            terminal: opt_enum(CMD, &v[3])?,
-        })
-    }
-
-    /// A success: clears the cooldown and lowers the level by one (no-op on terminal). A
-    /// success of an attempt dispatched (`started_epoch_ms`, 0 = unknown) before the last
-    /// failure any node applied is stale and changes nothing. The flag is `true` when this
-    /// success ended a running cooldown: the caller announces that to the other nodes.
-    pub async fn cooldown_success(
-        &self,
-        conn: &str,
-        started_epoch_ms: u64,
-    ) -> Result<(ConnRecord, bool), StoreError> {
-        const CMD: &str = "cooldown_success";
-        let key = self.keys().connection(conn);
-        let reply: Value = self
-            .run(CMD, |mut con| async move {
-                SUCCESS
-                    .key(key)
-                    .arg(started_epoch_ms)
                     .invoke_async(&mut con)
                     .await
             })
             .await?;
         let v = array_of(CMD, reply, 5)?;
+        if int(CMD, &v[0])? == 1 {
+            self.replicate().await;
+        }
+        Ok(CooldownApplied {
+            applied: int(CMD, &v[0])? == 1,
+            remaining_ms: uint_or_zero(CMD, &v[1])?,
+            backoff_level: u32_or_zero(CMD, &v[2])?,
+            terminal: opt_enum(CMD, &v[3])?,
+            version: uint_or_zero(CMD, &v[4])?,
+        })
+    }
+
+    /// A success: clears the cooldown and lowers the level by one (no-op on terminal). The
+    /// flag is `true` when this success ended a running cooldown: the caller announces that to
+    /// the other nodes. See [`RedisStore::cooldown_success_versioned`] for `age_ms`.
+    pub async fn cooldown_success(
+        &self,
+        conn: &str,
+        age_ms: Option<Millis>,
+    ) -> Result<(ConnRecord, bool), StoreError> {
+        let s = self.cooldown_success_versioned(conn, age_ms).await?;
+        Ok((s.record, s.eased))
+    }
+
+    /// A success, with the record's version. `age_ms` is how long ago the successful attempt
+    /// was dispatched, measured on the caller's own (monotonic) clock just before this call;
+    /// `None` when unknown. The script places the dispatch on the Redis clock (`now − age`), so
+    /// no node's wall clock enters the decision: a success of an attempt dispatched before the
+    /// last failure any node applied is stale and changes nothing, however far the caller's
+    /// clock runs ahead. (The estimate errs late by the call's latency only.)
+    pub async fn cooldown_success_versioned(
+        &self,
+        conn: &str,
+        age_ms: Option<Millis>,
+    ) -> Result<SuccessApplied, StoreError> {
+        const CMD: &str = "cooldown_success";
+        let key = self.keys().connection(conn);
+        let age = age_ms.map_or_else(String::new, |a| a.to_string());
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                SUCCESS.key(key).arg(age).invoke_async(&mut con).await
+            })
+            .await?;
+        let v = array_of(CMD, reply, 6)?;
         let record = ConnRecord {
             conn: conn.to_owned(),
             remaining_ms: uint_or_zero(CMD, &v[0])?,
@@ -151,20 +207,23 @@ impl RedisStore {
             reason: opt_enum(CMD, &v[2])?,
             terminal: opt_enum(CMD, &v[3])?,
         };
-        Ok((record, uint_or_zero(CMD, &v[4])? == 1))
+        Ok(SuccessApplied {
+            record,
+            eased: uint_or_zero(CMD, &v[4])? == 1,
+            version: uint_or_zero(CMD, &v[5])?,
+        })
     }
 
     /// Operator clear of cooldown and level. `false` when the connection is terminal (a
     /// terminal status is cleared only by [`RedisStore::terminal_clear`]).
     pub async fn cooldown_clear(&self, conn: &str) -> Result<bool, StoreError> {
-        const CMD: &str = "cooldown_clear";
-        let key = self.keys().connection(conn);
-        let reply: Value = self
-            .run(CMD, |mut con| async move {
-                CLEAR.key(key).invoke_async(&mut con).await
-            })
-            .await?;
-        Ok(int(CMD, &reply)? == 1)
+        Ok(self.cooldown_clear_versioned(conn).await?.changed)
+    }
+
+    /// [`RedisStore::cooldown_clear`] with the record's version; `changed` is `false` only
+    /// when the connection is terminal.
+    pub async fn cooldown_clear_versioned(&self, conn: &str) -> Result<ConnWrite, StoreError> {
+        self.conn_write("cooldown_clear", &CLEAR, conn, None).await
     }
 
     /// Marks the connection terminal. `true` when the stored status changed.
@@ -173,35 +232,78 @@ impl RedisStore {
         conn: &str,
         status: TerminalStatus,
     ) -> Result<bool, StoreError> {
-        const CMD: &str = "terminal_set";
-        let key = self.keys().connection(conn);
-        let reply: Value = self
-            .run(CMD, |mut con| async move {
-                TERMINAL_SET
-                    .key(key)
-                    .arg(status.as_str())
-                    .invoke_async(&mut con)
-                    .await
-            })
-            .await?;
-        Ok(int(CMD, &reply)? == 1)
+        Ok(self.terminal_set_versioned(conn, status).await?.changed)
+    }
+
+    /// [`RedisStore::terminal_set`] with the record's version.
+    pub async fn terminal_set_versioned(
+        &self,
+        conn: &str,
+        status: TerminalStatus,
+    ) -> Result<ConnWrite, StoreError> {
+        self.conn_write("terminal_set", &TERMINAL_SET, conn, Some(status.as_str()))
+            .await
     }
 
     /// Operator reinstate: the connection starts afresh. `true` when it was terminal.
     pub async fn terminal_clear(&self, conn: &str) -> Result<bool, StoreError> {
-        const CMD: &str = "terminal_clear";
+        Ok(self.terminal_clear_versioned(conn).await?.changed)
+    }
+
+    /// [`RedisStore::terminal_clear`] with the record's version.
+    pub async fn terminal_clear_versioned(&self, conn: &str) -> Result<ConnWrite, StoreError> {
+        self.conn_write("terminal_clear", &TERMINAL_CLEAR, conn, None)
+            .await
+    }
+
+    /// Runs a script replying `{changed 0|1, version}` on one connection hash.
+    async fn conn_write(
+        &self,
+        command: &'static str,
+        script: &'static Script,
+        conn: &str,
+        arg: Option<&str>,
+    ) -> Result<ConnWrite, StoreError> {
         let key = self.keys().connection(conn);
+        let arg = arg.map(str::to_owned);
         let reply: Value = self
-            .run(CMD, |mut con| async move {
-                TERMINAL_CLEAR.key(key).invoke_async(&mut con).await
+            .run(command, |mut con| async move {
+                let mut inv = script.key(key);
+                if let Some(arg) = arg {
+                    inv.arg(arg);
+                }
+                inv.invoke_async(&mut con).await
             })
             .await?;
-        Ok(int(CMD, &reply)? == 1)
+        let v = array_of(command, reply, 2)?;
+        if int(command, &v[0])? == 1 {
+            self.replicate().await;
+        }
+        Ok(ConnWrite {
+            changed: int(command, &v[0])? == 1,
+            version: uint_or_zero(command, &v[1])?,
+        })
     }
 
     /// Reads many connections in one round trip (a pipeline: `TIME`, then one `HMGET` per
     /// connection). Absent keys read as clean records; the order follows `conns`.
     pub async fn read_connections(&self, conns: &[&str]) -> Result<Vec<ConnRecord>, StoreError> {
+        Ok(self
+            .read_connection_states(conns)
+            .await?
+            .into_iter()
+            .map(|s| s.record)
+            .collect())
+    }
+
+    /// The resync read: every connection's record with its version, in one round trip,
+    /// including records whose last write was a clear (clean, with the clear's version). A
+    /// node adopts a record whose version is newer than the one it holds, lowering as well as
+    /// raising; the connection's lockouts ([`RedisStore::read_lockouts`]) share that version.
+    pub async fn read_connection_states(
+        &self,
+        conns: &[&str],
+    ) -> Result<Vec<ConnState>, StoreError> {
         const CMD: &str = "read_connections";
         if conns.is_empty() {
             return Ok(Vec::new());
@@ -214,7 +316,8 @@ impl RedisStore {
                 .arg("until")
                 .arg("level")
                 .arg("reason")
-                .arg("terminal");
+                .arg("terminal")
+                .arg("ver");
         }
         let reply: Vec<Value> = self
             .run(
@@ -238,7 +341,7 @@ impl RedisStore {
             .zip(replies)
             .map(|(conn, v)| {
                 let f = into_array(CMD, v)?;
-                if f.len() != 4 {
+                if f.len() != 5 {
                     return Err(super::replies::protocol(CMD, "HMGET arity"));
                 }
                 let remaining_ms = uint_or_zero(CMD, &f[0])?.saturating_sub(now);
@@ -249,14 +352,28 @@ impl RedisStore {
                 } else {
                     None
                 };
-                Ok(ConnRecord {
-                    conn: (*conn).to_owned(),
-                    remaining_ms,
-                    backoff_level: u32_or_zero(CMD, &f[1])?,
-                    reason,
-                    terminal,
+                Ok(ConnState {
+                    record: ConnRecord {
+                        conn: (*conn).to_owned(),
+                        remaining_ms,
+                        backoff_level: u32_or_zero(CMD, &f[1])?,
+                        reason,
+                        terminal,
+                    },
+                    version: uint_or_zero(CMD, &f[4])?,
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LEVEL_RETENTION_MS;
+
+    #[test]
+    fn the_scripts_retention_is_the_documented_one() {
+        let prelude = include_str!("lua/conn_common_v2.lua");
+        assert!(prelude.contains(&format!("local RETENTION_MS = {LEVEL_RETENTION_MS}\n")));
     }
 }

@@ -12,6 +12,7 @@ use std::sync::LazyLock;
 
 use redis::{Script, Value};
 
+use super::connections::conn_script;
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies::{
@@ -20,12 +21,10 @@ use super::replies::{
 use crate::Millis;
 use crate::outcome::FailureReason;
 
-static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/lockout_extend_v1.lua")));
-static DECAY: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/lockout_decay_v1.lua")));
-static CLEAR: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/lockout_clear_v1.lua")));
+// Lockout writes bump the connection record's version, so they share its prelude.
+static EXTEND: LazyLock<Script> = conn_script!("lua/lockout_extend_v2.lua");
+static DECAY: LazyLock<Script> = conn_script!("lua/lockout_decay_v2.lua");
+static CLEAR: LazyLock<Script> = conn_script!("lua/lockout_clear_v2.lua");
 static READ: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/lockout_read_v1.lua")));
 
@@ -41,6 +40,18 @@ pub struct LockoutRecord {
     pub remaining_ms: Millis,
     pub failure_count: u32,
     pub reason: Option<FailureReason>,
+}
+
+/// What a lockout write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockoutApplied {
+    /// The stored lockout (the longer one, when it was already longer).
+    pub record: LockoutRecord,
+    /// Something changed (deadline, count or reason): the caller publishes `LockoutSet`. When
+    /// the stored lockout already covered this one, a peer announced it already.
+    pub applied: bool,
+    /// The connection record's version after the write.
+    pub version: u64,
 }
 
 fn member(provider: &str, model: &str) -> String {
@@ -59,15 +70,34 @@ impl RedisStore {
         failure_count: u32,
         reason: FailureReason,
     ) -> Result<LockoutRecord, StoreError> {
+        Ok(self
+            .lockout_extend_applied(provider, conn, model, duration_ms, failure_count, reason)
+            .await?
+            .record)
+    }
+
+    /// [`RedisStore::lockout_extend`], saying whether anything changed and with the connection
+    /// record's version.
+    pub async fn lockout_extend_applied(
+        &self,
+        provider: &str,
+        conn: &str,
+        model: &str,
+        duration_ms: Millis,
+        failure_count: u32,
+        reason: FailureReason,
+    ) -> Result<LockoutApplied, StoreError> {
         const CMD: &str = "lockout_extend";
         let key = self.keys().lockout(provider, conn, model);
         let index = self.keys().lockout_index(conn);
+        let record_key = self.keys().connection(conn);
         let m = member(provider, model);
         let reply: Value = self
             .run(CMD, |mut con| async move {
                 EXTEND
                     .key(key)
                     .key(index)
+                    .key(record_key)
                     .arg(duration_ms)
                     .arg(failure_count)
                     .arg(reason.as_str())
@@ -76,14 +106,18 @@ impl RedisStore {
                     .await
             })
             .await?;
-        let v = array_of(CMD, reply, 3)?;
-        Ok(LockoutRecord {
-            provider: provider.to_owned(),
-            conn: conn.to_owned(),
-            model: model.to_owned(),
-            remaining_ms: uint_or_zero(CMD, &v[0])?,
-            failure_count: u32_or_zero(CMD, &v[1])?,
-            reason: opt_enum(CMD, &v[2])?,
+        let v = array_of(CMD, reply, 5)?;
+        Ok(LockoutApplied {
+            record: LockoutRecord {
+                provider: provider.to_owned(),
+                conn: conn.to_owned(),
+                model: model.to_owned(),
+                remaining_ms: uint_or_zero(CMD, &v[0])?,
+                failure_count: u32_or_zero(CMD, &v[1])?,
+                reason: opt_enum(CMD, &v[2])?,
+            },
+            applied: int(CMD, &v[3])? == 1,
+            version: uint_or_zero(CMD, &v[4])?,
         })
     }
 
@@ -98,18 +132,20 @@ impl RedisStore {
         const CMD: &str = "lockout_decay";
         let key = self.keys().lockout(provider, conn, model);
         let index = self.keys().lockout_index(conn);
+        let record_key = self.keys().connection(conn);
         let m = member(provider, model);
         let reply: Value = self
             .run(CMD, |mut con| async move {
                 DECAY
                     .key(key)
                     .key(index)
+                    .key(record_key)
                     .arg(m)
                     .invoke_async(&mut con)
                     .await
             })
             .await?;
-        int(CMD, &reply).map(|_| ())
+        array_of(CMD, reply, 2).map(|_| ())
     }
 
     /// Removes one lockout. `true` when it existed.
@@ -187,20 +223,23 @@ impl RedisStore {
     async fn clear_members(&self, conn: &str, members: Vec<String>) -> Result<u32, StoreError> {
         const CMD: &str = "lockout_clear";
         let index = self.keys().lockout_index(conn);
+        let record_key = self.keys().connection(conn);
         let keys: Vec<String> = members
             .iter()
             .map(|m| self.member_key(conn, m))
             .collect::<Result<_, _>>()?;
         let reply: Value = self
             .run(CMD, |mut con| async move {
-                let mut inv = CLEAR.key(index);
+                let mut inv = CLEAR.key(record_key);
+                inv.key(index);
                 for (key, m) in keys.iter().zip(&members) {
                     inv.key(key).arg(m);
                 }
                 inv.invoke_async(&mut con).await
             })
             .await?;
-        u32_or_zero(CMD, &reply)
+        let v = array_of(CMD, reply, 2)?;
+        u32_or_zero(CMD, &v[0])
     }
 
     fn member_key(&self, conn: &str, m: &str) -> Result<String, StoreError> {

@@ -40,12 +40,16 @@ pub mod membership;
 pub mod permits;
 mod redis_store;
 mod replies;
+mod sentinel;
 pub mod settings;
 mod url;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use buckets::BucketResult;
-pub use connections::{ConnRecord, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS};
+pub use connections::{
+    ConnRecord, ConnState, ConnWrite, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS,
+    SuccessApplied,
+};
 pub use embedded::EmbeddedLeases;
 pub use error::StoreError;
 pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
@@ -53,7 +57,7 @@ pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
 pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, owner_hash};
-pub use lockouts::LockoutRecord;
+pub use lockouts::{LockoutApplied, LockoutRecord};
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
 pub use url::{REDIS_URL_ENV, effective_url, redact_url};

@@ -8,6 +8,11 @@
 //!
 //! The connection is lazy: building a store never touches the network, so a node starts and
 //! serves on local state even when Redis is unreachable at boot.
+//!
+//! With a `redis+sentinel://` URL (see [`super::sentinel`]) the manager is built for the master
+//! a sentinel names, on first use; a failed command drops it, so the next command asks the
+//! sentinel again and follows a failover. Connection-record writes then also wait (`WAIT 1`,
+//! bounded) for a replica to have them, so a failover right after a cooldown write keeps it.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -19,12 +24,14 @@ use redis::{Client, RedisResult};
 use super::error::StoreError;
 use super::health::{HealthPolicy, HealthTracker, RedisState};
 use super::keys::KeySpace;
+use super::sentinel::{SentinelTarget, SentinelUrl};
 use crate::Millis;
 
 /// Where Redis is and how long a command may take.
 #[derive(Debug, Clone)]
 pub struct RedisStoreConfig {
-    /// `redis://[user:password@]host:port/db` or `rediss://…` for TLS.
+    /// `redis://[user:password@]host:port/db`, `rediss://…` for TLS, or
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/master_name[/db]`.
     pub url: String,
     pub key_prefix: String,
     /// Per-command timeout (`[cluster] redis_timeout_ms`).
@@ -51,8 +58,13 @@ impl StoreObserver for NoopObserver {
 
 /// The shared store over one Redis server.
 pub struct RedisStore {
-    client: Client,
-    manager: ConnectionManager,
+    /// The current server's client (in sentinel mode: the last master found, before that
+    /// the first sentinel).
+    client: Mutex<Client>,
+    /// `None` in sentinel mode until the master is known, and again after a failed command.
+    manager: Mutex<Option<ConnectionManager>>,
+    manager_config: redis::aio::ConnectionManagerConfig,
+    sentinel: Option<SentinelTarget>,
     keys: KeySpace,
     timeout: Duration,
     health: Mutex<HealthTracker>,
@@ -66,7 +78,14 @@ impl RedisStore {
         config: &RedisStoreConfig,
         observer: Arc<dyn StoreObserver>,
     ) -> Result<Self, StoreError> {
-        let client = Client::open(config.url.as_str())
+        let sentinel = match SentinelUrl::parse(&config.url) {
+            Some(parsed) => Some(SentinelTarget::new(&parsed?)?),
+            None => None,
+        };
+        let client_url = sentinel
+            .as_ref()
+            .map_or(config.url.as_str(), |s| s.first.as_str());
+        let client = Client::open(client_url)
             .map_err(|e| StoreError::Config(redact_url_error(&e.to_string(), &config.url)))?;
         let timeout = Duration::from_millis(config.timeout_ms.max(1));
         let manager_config = redis::aio::ConnectionManagerConfig::new()
@@ -76,11 +95,18 @@ impl RedisStore {
             // must stay shorter than one command timeout.
             .set_number_of_retries(1)
             .set_max_delay(timeout);
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let manager = match sentinel {
+            Some(_) => None,
+            None => Some(
+                ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
+                    .map_err(|e| StoreError::Config(e.to_string()))?,
+            ),
+        };
         Ok(Self {
-            client,
-            manager,
+            client: Mutex::new(client),
+            manager: Mutex::new(manager),
+            manager_config,
+            sentinel,
             keys: KeySpace::new(config.key_prefix.clone()),
             timeout,
             health: Mutex::new(HealthTracker::new(config.health)),
@@ -93,9 +119,28 @@ impl RedisStore {
         &self.keys
     }
 
-    /// The client, for the dedicated pub/sub connection.
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// The client, for the dedicated pub/sub connection. In sentinel mode: the master last
+    /// found (a subscriber started before the first command reaches the sentinel instead).
+    pub fn client(&self) -> Client {
+        match self.client.lock() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The client for a pub/sub connection, after making sure the server is known: in
+    /// sentinel mode this asks the sentinel for the master first (best effort; on failure the
+    /// last known client is returned).
+    pub async fn pubsub_client(&self) -> Client {
+        if self.sentinel.is_some() {
+            let _ = self.ping().await;
+        }
+        self.client()
+    }
+
+    /// Whether the store finds its server through Redis Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        self.sentinel.is_some()
     }
 
     pub fn timeout(&self) -> Duration {
@@ -122,7 +167,11 @@ impl RedisStore {
             return Err(StoreError::Unavailable);
         }
         let started = Instant::now();
-        let result = match tokio::time::timeout(self.timeout, f(self.manager.clone())).await {
+        let call = async {
+            let manager = self.manager().await?;
+            f(manager).await
+        };
+        let result = match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) if e.is_timeout() => Err(StoreError::Timeout { command }),
             Ok(Err(e)) => Err(StoreError::Redis {
@@ -133,8 +182,65 @@ impl RedisStore {
         };
         self.observer
             .command(command, started.elapsed(), result.as_ref().err());
+        if self.sentinel.is_some()
+            && matches!(
+                result,
+                Err(StoreError::Redis { .. } | StoreError::Timeout { .. })
+            )
+        {
+            // The master may have moved: ask the sentinel again on the next command.
+            self.set_manager(None);
+        }
         self.record(&result);
         result
+    }
+
+    /// The multiplexed connection; in sentinel mode found through the sentinel when unknown.
+    async fn manager(&self) -> RedisResult<ConnectionManager> {
+        if let Some(m) = self.manager.lock().ok().and_then(|m| m.clone()) {
+            return Ok(m);
+        }
+        let Some(sentinel) = &self.sentinel else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "no Redis connection",
+            )));
+        };
+        let client = sentinel.master().await?;
+        let manager =
+            ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config.clone())?;
+        if let Ok(mut c) = self.client.lock() {
+            *c = client;
+        }
+        self.set_manager(Some(manager.clone()));
+        Ok(manager)
+    }
+
+    fn set_manager(&self, manager: Option<ConnectionManager>) {
+        if let Ok(mut m) = self.manager.lock() {
+            *m = manager;
+        }
+    }
+
+    /// In sentinel mode, waits (bounded by half the command timeout) until a replica has
+    /// every write made so far on this connection, so a failover right after keeps them.
+    /// Best effort: an error or a lagging replica is not the write's failure.
+    pub(crate) async fn replicate(&self) {
+        if self.sentinel.is_none() {
+            return;
+        }
+        let wait_ms = u64::try_from(self.timeout.as_millis() / 2)
+            .unwrap_or(0)
+            .max(1);
+        let _: Result<i64, StoreError> = self
+            .run("wait", |mut con| async move {
+                redis::cmd("WAIT")
+                    .arg(1)
+                    .arg(wait_ms)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await;
     }
 
     /// Redis's clock in epoch milliseconds (`TIME`), the only clock scripts use.

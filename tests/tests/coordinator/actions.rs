@@ -19,9 +19,10 @@ use tokio::sync::mpsc::Receiver;
 
 const PARAMS: BreakerParams = BreakerParams {
     failure_threshold: 2,
-    window_ms: 60_000,
+    degradation_at: 1,
     reset_timeout_ms: 30_000,
     max_reset_timeout_ms: 120_000,
+    backoff_escalation_count: 0,
 };
 
 /// The next decoded event, skipping connection notices; `None` after `timeout`.

@@ -20,9 +20,10 @@ use switchyard_tests::redis_server::RedisServer;
 
 const PARAMS: BreakerParams = BreakerParams {
     failure_threshold: 3,
-    window_ms: 60_000,
+    degradation_at: 1,
     reset_timeout_ms: 30_000,
     max_reset_timeout_ms: 120_000,
+    backoff_escalation_count: 0,
 };
 
 fn cooldown(conn: &str, ms: u64, terminal: Option<TerminalStatus>) -> CooldownWrite<'_> {

@@ -121,9 +121,10 @@ async fn real_answers_validate_against_the_coordinators_openapi_document() {
         .unwrap();
     let params = BreakerParams {
         failure_threshold: 2,
-        window_ms: 60_000,
+        degradation_at: 1,
         reset_timeout_ms: 60_000,
         max_reset_timeout_ms: 120_000,
+        backoff_escalation_count: 0,
     };
     for _ in 0..2 {
         s.breaker_failure("p0", &params).await.unwrap();

@@ -6,6 +6,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod breaker_model;
 mod events;
 mod leases;
 mod state;
+mod topologies;
+mod versions;

@@ -114,7 +114,7 @@ async fn terminal_is_sticky_until_reinstated() {
         !s.cooldown_clear("c").await.unwrap(),
         "clear never lifts a terminal"
     );
-    let (after_success, eased) = s.cooldown_success("c", 0).await.unwrap();
+    let (after_success, eased) = s.cooldown_success("c", None).await.unwrap();
     assert!(
         !eased,
         "a terminal connection's cooldown is not ended by a success"
@@ -173,19 +173,14 @@ async fn success_ends_the_cooldown_and_lowers_the_level() {
     assert_eq!(second.backoff_level, 2);
 
     // A success of an attempt dispatched before that failure (an hour ago) is stale.
-    let before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-        - 3_600_000;
-    let (stale, eased) = s.cooldown_success("c", before).await.unwrap();
+    let (stale, eased) = s.cooldown_success("c", Some(3_600_000)).await.unwrap();
     assert!(!eased, "a stale success is not announced");
     assert_eq!(stale.backoff_level, 2, "a stale success changes nothing");
     assert!(stale.remaining_ms > 50_000);
     let rec = &s.read_connections(&["c"]).await.unwrap()[0];
     assert!(rec.remaining_ms > 50_000, "the cooldown still runs");
 
-    let (rec, eased) = s.cooldown_success("c", 0).await.unwrap();
+    let (rec, eased) = s.cooldown_success("c", None).await.unwrap();
     assert!(
         eased,
         "this success ended a running cooldown: the caller announces it"
@@ -197,11 +192,11 @@ async fn success_ends_the_cooldown_and_lowers_the_level() {
 
     // Only the level is left: decaying it ends no cooldown, so there is nothing to announce.
     assert_eq!(
-        s.cooldown_success("c", 0).await.unwrap(),
+        s.cooldown_success("c", None).await.unwrap(),
         (ConnRecord::clean("c"), false)
     );
     assert_eq!(
-        s.cooldown_success("c", 0).await.unwrap(),
+        s.cooldown_success("c", None).await.unwrap(),
         (ConnRecord::clean("c"), false)
     );
 
@@ -306,12 +301,14 @@ async fn index_members(server: &RedisServer, key: &str) -> Vec<String> {
     members
 }
 
+/// DEGRADED one failure before OPEN; the open period doubles from the first failed probe.
 fn params(threshold: u32, reset_ms: u64) -> BreakerParams {
     BreakerParams {
         failure_threshold: threshold,
-        window_ms: 60_000,
+        degradation_at: threshold.saturating_sub(1),
         reset_timeout_ms: reset_ms,
         max_reset_timeout_ms: 600_000,
+        backoff_escalation_count: 0,
     }
 }
 
@@ -327,7 +324,7 @@ async fn breaker_opens_once_across_nodes() {
             let mut opened = Vec::new();
             for _ in 0..4 {
                 let change = s.breaker_failure("prov", &p).await.unwrap();
-                if change.changed() {
+                if change.changed() && change.after.phase == BreakerPhase::Open {
                     opened.push(change);
                 }
             }
@@ -340,17 +337,19 @@ async fn breaker_opens_once_across_nodes() {
     }
     assert_eq!(transitions.len(), 1, "{transitions:?}");
     let t = &transitions[0];
+    // The fourth failure entered DEGRADED (generation 1), the fifth opened (generation 2).
     assert_eq!(
         (t.before, t.after.phase),
-        (BreakerPhase::Closed, BreakerPhase::Open)
+        (BreakerPhase::Degraded, BreakerPhase::Open)
     );
-    assert_eq!(t.after.generation, 1);
-    assert_eq!(t.after.open_cycles, 1);
+    assert_eq!(t.after.generation, 2);
+    // As the local breaker: only failed probes count as open cycles.
+    assert_eq!(t.after.open_cycles, 0);
     assert!(t.after.retry_after_ms > 20_000 && t.after.retry_after_ms <= 30_000);
 
     let read = stores[1].read_breakers(&["prov", "other"]).await.unwrap();
     assert_eq!(read[0].phase, BreakerPhase::Open);
-    assert_eq!(read[0].generation, 1);
+    assert_eq!(read[0].generation, 2);
     assert_eq!(read[1].phase, BreakerPhase::Closed);
     assert_eq!(read[1].generation, 0);
 
@@ -366,20 +365,28 @@ async fn breaker_opens_once_across_nodes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn breaker_success_clears_the_failure_window() {
+async fn breaker_success_takes_one_failure_off_and_recovers_from_degraded() {
     let server = redis();
     let s = store(&server);
     let p = params(3, 30_000);
     s.breaker_failure("b", &p).await.unwrap();
     let c = s.breaker_failure("b", &p).await.unwrap();
     assert_eq!(c.after.failure_count, 2);
+    assert_eq!(
+        (c.before, c.after.phase),
+        (BreakerPhase::Closed, BreakerPhase::Degraded)
+    );
     assert_eq!(s.read_breakers(&["b"]).await.unwrap()[0].failure_count, 2);
     let c = s.breaker_success("b").await.unwrap();
-    assert!(!c.changed());
-    assert_eq!(c.after.failure_count, 0);
+    assert_eq!(
+        (c.before, c.after.phase),
+        (BreakerPhase::Degraded, BreakerPhase::Closed),
+        "back within the band"
+    );
+    assert_eq!(c.after.failure_count, 1, "one success forgets one failure");
     s.breaker_failure("b", &p).await.unwrap();
     let c = s.breaker_failure("b", &p).await.unwrap();
-    assert_eq!(c.after.phase, BreakerPhase::Closed, "the window restarted");
+    assert_eq!(c.after.phase, BreakerPhase::Open, "1 + 2 failures reach 3");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -487,7 +494,7 @@ async fn probe_failure_reopens_longer_and_success_closes() {
         c.after.retry_after_ms > 100 && c.after.retry_after_ms <= 200,
         "{c:?}"
     );
-    assert_eq!(c.after.open_cycles, 2);
+    assert_eq!(c.after.open_cycles, 1);
     assert!(c.after.generation > gen_open);
 
     wait_retry_after_over(&s, "b").await;

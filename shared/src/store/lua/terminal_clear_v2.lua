@@ -1,0 +1,11 @@
+-- terminal_clear_v2: operator reinstate. The connection starts afresh (no cooldown, level 0);
+-- the hash stays as a tombstone carrying the bumped version.
+-- KEYS[1] = connection hash -> {1 was terminal | 0 was not (nothing changed), version}
+local cur = redis.call('HGET', KEYS[1], 'terminal')
+if not cur or cur == '' then
+  return {0, version(KEYS[1])}
+end
+redis.call('HDEL', KEYS[1], 'until', 'level', 'reason', 'err', 'at', 'terminal')
+local ver = bump(KEYS[1])
+retain(KEYS[1], now)
+return {1, ver}

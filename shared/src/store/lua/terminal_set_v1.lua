@@ -1,9 +1,0 @@
--- terminal_set_v1: mark a connection terminal (sticky, no TTL).
--- KEYS[1] = connection hash; ARGV[1] = status -> 1 changed | 0 already that status
-local cur = redis.call('HGET', KEYS[1], 'terminal')
-if cur == ARGV[1] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'terminal', ARGV[1])
-redis.call('PERSIST', KEYS[1])
-return 1

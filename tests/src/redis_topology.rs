@@ -1,0 +1,269 @@
+//! Production Redis topologies for failover tests: a local Redis Cluster of masters and a
+//! Sentinel setup (one master, one replica, one sentinel), all real `redis-server` processes on
+//! free loopback ports, killed by the PIDs started here when dropped.
+//!
+//! Why: Kubernetes deployments run Redis behind Sentinel or as a Redis Cluster, and a failover
+//! is a fault the cluster state must survive. Nothing here uses a Redis that happens to run on
+//! the machine.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::redis_server::RedisServer;
+
+/// Name the sentinel monitors the master under.
+pub const SENTINEL_MASTER: &str = "switchyard";
+
+fn redis_server_binary() -> PathBuf {
+    std::env::var_os("REDIS_SERVER").map_or_else(|| PathBuf::from("redis-server"), PathBuf::from)
+}
+
+fn redis_cli_binary() -> PathBuf {
+    std::env::var_os("REDIS_CLI").map_or_else(|| PathBuf::from("redis-cli"), PathBuf::from)
+}
+
+fn timed_out(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, what)
+}
+
+/// A free port whose cluster bus port (`port + 10000`) is free too.
+fn free_cluster_port() -> std::io::Result<u16> {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other(
+        "no port pair free for a cluster node",
+    ))
+}
+
+fn wait_listening(port: u16) -> std::io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(timed_out(format!("nothing listened on {port} within 10 s")))
+}
+
+/// `redis-cli -p PORT ARGS…`, its stdout.
+pub fn cli(port: u16, args: &[&str]) -> std::io::Result<String> {
+    let out = Command::new(redis_cli_binary())
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Polls `check` every 50 ms until it is true or `within` passed.
+fn wait_for(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> std::io::Result<()> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(timed_out(format!("{what} within {within:?}")))
+}
+
+/// A process started here, killed (SIGKILL) by its PID on drop.
+struct Owned(Option<Child>);
+
+impl Owned {
+    fn kill(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A Redis Cluster of masters without replicas, slots spread by `redis-cli --cluster create`.
+pub struct RedisCluster {
+    nodes: Vec<Owned>,
+    pub ports: Vec<u16>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` (at least 3) cluster-enabled servers and joins them; returns once
+    /// every node reports `cluster_state:ok`.
+    pub fn start(masters: usize) -> std::io::Result<Self> {
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            ports: Vec::new(),
+            _dirs: Vec::new(),
+        };
+        for _ in 0..masters.max(3) {
+            let port = free_cluster_port()?;
+            let dir = tempfile::tempdir()?;
+            let child = Command::new(redis_server_binary())
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
+                .args(["--cluster-node-timeout", "2000"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            cluster.nodes.push(Owned(Some(child)));
+            cluster.ports.push(port);
+            cluster._dirs.push(dir);
+            wait_listening(port)?;
+        }
+        let addrs: Vec<String> = cluster
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let status = Command::new(redis_cli_binary())
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!(
+                "redis-cli --cluster create failed: {status}"
+            )));
+        }
+        for &port in &cluster.ports {
+            wait_for(Duration::from_secs(20), "cluster_state:ok", || {
+                cli(port, &["CLUSTER", "INFO"]).is_ok_and(|s| s.contains("cluster_state:ok"))
+            })?;
+        }
+        Ok(cluster)
+    }
+
+    /// `redis://127.0.0.1:PORT` of every node (a cluster client needs only one to start).
+    pub fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// Kills node `i` (SIGKILL).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(node) = self.nodes.get_mut(i) {
+            node.kill();
+        }
+    }
+}
+
+/// One master, one replica and one sentinel watching them (quorum 1, down after 1 s).
+pub struct RedisSentinel {
+    pub master: RedisServer,
+    pub replica: RedisServer,
+    sentinel: Owned,
+    pub sentinel_port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisSentinel {
+    /// Starts the three processes and returns once the replica is in sync and the sentinel
+    /// knows it.
+    pub fn start() -> std::io::Result<Self> {
+        let master = RedisServer::start()?;
+        let master_port = master.port.to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port])?;
+        wait_for(Duration::from_secs(20), "replica in sync", || {
+            cli(replica.port, &["INFO", "replication"])
+                .is_ok_and(|s| s.contains("master_link_status:up"))
+        })?;
+        let sentinel_port = crate::harness::free_port()?;
+        let dir = tempfile::tempdir()?;
+        // A sentinel rewrites its config file, so it gets its own in a temporary directory.
+        let conf = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {sentinel_port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+                 sentinel failover-timeout {SENTINEL_MASTER} 10000\n\
+                 sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
+                dir = dir.path().display()
+            ),
+        )?;
+        let child = Command::new(redis_server_binary())
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let sentinel = Owned(Some(child));
+        wait_listening(sentinel_port)?;
+        let replica_port = replica.port.to_string();
+        wait_for(Duration::from_secs(20), "sentinel sees the replica", || {
+            cli(sentinel_port, &["SENTINEL", "replicas", SENTINEL_MASTER])
+                .is_ok_and(|s| s.contains(&replica_port))
+        })?;
+        Ok(Self {
+            master,
+            replica,
+            sentinel,
+            sentinel_port,
+            _dir: dir,
+        })
+    }
+
+    /// `redis+sentinel://127.0.0.1:SENTINEL/switchyard`.
+    pub fn url(&self) -> String {
+        format!(
+            "redis+sentinel://127.0.0.1:{}/{SENTINEL_MASTER}",
+            self.sentinel_port
+        )
+    }
+
+    /// The port of the master as the sentinel currently reports it.
+    pub fn master_port(&self) -> Option<u16> {
+        let out = cli(
+            self.sentinel_port,
+            &["SENTINEL", "get-master-addr-by-name", SENTINEL_MASTER],
+        )
+        .ok()?;
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+
+    /// Kills the master (SIGKILL) and waits until the sentinel has promoted the replica.
+    pub fn fail_over(&mut self) -> std::io::Result<()> {
+        self.master.kill();
+        let replica = self.replica.port;
+        wait_for(Duration::from_secs(30), "the replica promoted", || {
+            self.master_port() == Some(replica)
+                && cli(replica, &["ROLE"]).is_ok_and(|s| s.starts_with("master"))
+        })
+    }
+
+    /// Stops the sentinel early (it is also stopped on drop).
+    pub fn stop_sentinel(&mut self) {
+        self.sentinel.kill();
+    }
+}
