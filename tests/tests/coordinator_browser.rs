@@ -17,7 +17,7 @@ use coordinator_common::webdriver::{Browser, artifact_dir};
 use coordinator_common::{Coordinator, MGMT_KEY, PREFIX, store};
 use serde_json::{Value, json};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{BreakerParams, CooldownWrite};
+use switchyard_shared::store::CooldownWrite;
 use switchyard_shared::wire::BreakerPhase;
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream, Route};
@@ -272,15 +272,7 @@ async fn the_dashboard_shows_an_open_breaker_and_resets_it() {
     s.lease_acquire(&keys, "session-token-browser", "client-a", 300_000)
         .await
         .unwrap();
-    let params = BreakerParams {
-        failure_threshold: 2,
-        window_ms: 60_000,
-        reset_timeout_ms: 60_000,
-        max_reset_timeout_ms: 120_000,
-    };
-    for _ in 0..2 {
-        s.breaker_failure("p0", &params).await.unwrap();
-    }
+    coordinator_common::open_breaker(&s, "p0").await;
     reset_from_the_page(&c, "dashboard").await;
     let browser = Browser::start().await;
     browser.goto(&c.coordinator.url("/")).await;

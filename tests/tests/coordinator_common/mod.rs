@@ -184,6 +184,20 @@ pub async fn heartbeat(store: &RedisStore, id: &str, version: &str, age_ms: u64,
     store.heartbeat(id, &hb.to_json(), ttl_ms).await.unwrap();
 }
 
+/// Opens `provider`'s cluster breaker the way nodes record upstream failures (the store's
+/// breaker script, threshold 2).
+pub async fn open_breaker(store: &RedisStore, provider: &str) {
+    let params = switchyard_shared::store::BreakerParams {
+        failure_threshold: 2,
+        window_ms: 60_000,
+        reset_timeout_ms: 60_000,
+        max_reset_timeout_ms: 120_000,
+    };
+    for _ in 0..2 {
+        store.breaker_failure(provider, &params).await.unwrap();
+    }
+}
+
 /// Polls `f` every 50 ms until it returns `Some`, for at most `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
 where
