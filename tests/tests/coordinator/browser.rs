@@ -15,7 +15,7 @@ use crate::support::coordinator::{Coordinator, MGMT_KEY, PREFIX, store};
 use crate::support::webdriver::{Browser, artifact_dir};
 use serde_json::{Value, json};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{BreakerParams, CooldownWrite};
+use switchyard_shared::store::CooldownWrite;
 use switchyard_shared::wire::BreakerPhase;
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream, Route};
@@ -278,16 +278,7 @@ async fn the_dashboard_shows_an_open_breaker_and_resets_it() {
     s.lease_acquire(&keys, "session-token-browser", "client-a", 300_000)
         .await
         .unwrap();
-    let params = BreakerParams {
-        failure_threshold: 2,
-        degradation_at: 1,
-        reset_timeout_ms: 60_000,
-        max_reset_timeout_ms: 120_000,
-        backoff_escalation_count: 0,
-    };
-    for _ in 0..2 {
-        s.breaker_failure("p0", &params).await.unwrap();
-    }
+    crate::support::coordinator::open_breaker(&s, "p0").await;
     reset_from_the_page(&c, "dashboard").await;
     let browser = Browser::start().await;
     browser.goto(&c.coordinator.url("/")).await;

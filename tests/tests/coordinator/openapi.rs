@@ -15,7 +15,7 @@ use crate::support::coordinator::{CLIENT_KEY, Coordinator, config, store};
 use crate::support::eventually;
 use serde_json::{Value, json};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{BreakerParams, CooldownWrite, NodeHeartbeat};
+use switchyard_shared::store::{CooldownWrite, NodeHeartbeat};
 use switchyard_tests::redis_server::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -57,6 +57,20 @@ async fn metrics_node() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
         }
     });
     (addr, task)
+}
+
+/// Runs `validate_responses.py` on `samples`: (all valid, its output).
+async fn validate_answers(samples: &Value) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let samples_path = dir.path().join("samples.json");
+    std::fs::write(&samples_path, serde_json::to_vec(samples).unwrap()).unwrap();
+    let python = tokio::task::spawn_blocking(validator_python).await.unwrap();
+    let mut answers = std::process::Command::new(&python);
+    answers
+        .arg(repo_file("openapi/validate_responses.py"))
+        .arg(repo_file("../docs/coordinator-openapi.json"))
+        .arg(&samples_path);
+    switchyard_tests::python::run(&mut answers, Duration::from_secs(60), "answers")
 }
 
 /// One answer to validate: the operation (path template) and what came back.
@@ -119,16 +133,7 @@ async fn real_answers_validate_against_the_coordinators_openapi_document() {
     s.lease_acquire(&keys, "owner-token-openapi", "client-a", 300_000)
         .await
         .unwrap();
-    let params = BreakerParams {
-        failure_threshold: 2,
-        degradation_at: 1,
-        reset_timeout_ms: 60_000,
-        max_reset_timeout_ms: 120_000,
-        backoff_escalation_count: 0,
-    };
-    for _ in 0..2 {
-        s.breaker_failure("p0", &params).await.unwrap();
-    }
+    crate::support::coordinator::open_breaker(&s, "p0").await;
 
     let c = Coordinator::start(
         &config(&redis.url(), 2, 2, ""),
@@ -282,11 +287,7 @@ async fn real_answers_validate_against_the_coordinators_openapi_document() {
     heartbeats.abort();
     metrics_task.abort();
 
-    let dir = tempfile::tempdir().unwrap();
-    let samples_path = dir.path().join("samples.json");
-    std::fs::write(&samples_path, serde_json::to_vec(&samples).unwrap()).unwrap();
     let python = tokio::task::spawn_blocking(validator_python).await.unwrap();
-
     let mut spec = std::process::Command::new(&python);
     spec.args([
         "-c",
@@ -304,16 +305,14 @@ async fn real_answers_validate_against_the_coordinators_openapi_document() {
         "docs/coordinator-openapi.json is not valid OpenAPI:\n{output}"
     );
 
-    let mut answers = std::process::Command::new(&python);
-    answers
-        .arg(repo_file("openapi/validate_responses.py"))
-        .arg(repo_file("../docs/coordinator-openapi.json"))
-        .arg(&samples_path);
-    let (ok, output) =
-        switchyard_tests::python::run(&mut answers, Duration::from_secs(60), "answers");
+    let samples = Value::Array(samples);
+    let (ok, output) = validate_answers(&samples).await;
     assert!(ok, "answers do not match the document:\n{output}");
     assert!(
-        output.contains(&format!("{} samples, 0 failed", samples.len())),
+        output.contains(&format!(
+            "{} samples, 0 failed",
+            samples.as_array().map_or(0, Vec::len)
+        )),
         "{output}"
     );
 }
@@ -328,17 +327,7 @@ async fn the_answer_validator_rejects_a_body_that_breaks_its_schema() {
          "body": {"error": {"message": "m", "type": "authentication_error"}}},
         {"method": "get", "path": "/api/cluster/nodes", "status": 418, "body": {}},
     ]);
-    let dir = tempfile::tempdir().unwrap();
-    let samples_path = dir.path().join("samples.json");
-    std::fs::write(&samples_path, serde_json::to_vec(&samples).unwrap()).unwrap();
-    let python = tokio::task::spawn_blocking(validator_python).await.unwrap();
-    let mut answers = std::process::Command::new(&python);
-    answers
-        .arg(repo_file("openapi/validate_responses.py"))
-        .arg(repo_file("../docs/coordinator-openapi.json"))
-        .arg(&samples_path);
-    let (ok, output) =
-        switchyard_tests::python::run(&mut answers, Duration::from_secs(60), "answers");
+    let (ok, output) = validate_answers(&samples).await;
     assert!(!ok, "{output}");
     assert!(output.contains("3 samples, 3 failed"), "{output}");
 }

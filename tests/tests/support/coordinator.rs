@@ -183,3 +183,18 @@ pub async fn heartbeat(store: &RedisStore, id: &str, version: &str, age_ms: u64,
     hb.breakers.insert("p0".into(), "closed".into());
     store.heartbeat(id, &hb.to_json(), ttl_ms).await.unwrap();
 }
+
+/// Opens `provider`'s cluster breaker the way nodes record upstream failures (the store's
+/// breaker script, threshold 2).
+pub async fn open_breaker(store: &RedisStore, provider: &str) {
+    let params = switchyard_shared::store::BreakerParams {
+        failure_threshold: 2,
+        degradation_at: 1,
+        reset_timeout_ms: 60_000,
+        max_reset_timeout_ms: 120_000,
+        backoff_escalation_count: 0,
+    };
+    for _ in 0..2 {
+        store.breaker_failure(provider, &params).await.unwrap();
+    }
+}
