@@ -203,10 +203,10 @@ impl Report {
     /// Records an upstream failure: the last one is the answer, and what it blocked counts
     /// towards "every connection is blocked".
     pub fn record_failure(&mut self, failure: UpstreamFailure) {
-        if let Some(block) = &failure.block {
+        if let Some(block) = failure.block {
             self.failure_blocks.push(BlockedConnection {
                 connection: failure.connection.clone(),
-                block: block.clone(),
+                block,
             });
         }
         self.last_failure = Some(failure);

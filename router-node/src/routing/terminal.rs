@@ -300,10 +300,8 @@ fn blocked_by_failures(
     report: &Report,
     record: &TargetRecord,
 ) -> Option<Vec<BlockedConnection>> {
-    let failure = report.last_failure.as_ref()?;
-    if failure.block.is_none() {
-        return None;
-    }
+    // A last failure that blocked nothing (request-scoped) is the answer as it is.
+    report.last_failure.as_ref()?.block?;
     let provider = rt.provider(&record.provider)?;
     let model = record
         .target

@@ -5,6 +5,7 @@
 //! error object without building a JSON tree: serde skips every field it does not declare.
 
 use std::borrow::Cow;
+use switchyard_shared::classify;
 
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
@@ -140,16 +141,19 @@ struct Probe<'a> {
 
 /// Probes a `2xx` JSON body. Unparseable bodies are not errors here: they are forwarded, and
 /// the client's SDK reports them. `"error": null` (the Responses API always has the field)
-/// and `"error": ""` are not errors.
+/// is not an error.
 pub(super) fn probe_json(body: &[u8]) -> BodyProbe {
     let Ok(probe) = serde_json::from_slice::<Probe<'_>>(body) else {
         return BodyProbe::default();
     };
-    // An error object, or an error string (LM Studio answers an unknown route with a 200
-    // `{"error":"Unexpected endpoint or method. (POST …)"}`).
+    // An error object; or an error string that names an unknown route (LM Studio answers one
+    // with a 200 `{"error":"Unexpected endpoint or method. (POST …)"}`). Other strings under
+    // `error` may be content.
     let error_object = probe.error.is_some_and(|raw| {
         let raw = raw.get().trim_start();
-        raw.starts_with('{') || (raw.starts_with('"') && raw.len() > 2)
+        raw.starts_with('{')
+            || (raw.starts_with('"')
+                && classify::in_band_status_of(&String::from_utf8_lossy(body)) == Some(404))
     });
     BodyProbe {
         is_error: error_object || probe.kind.as_deref() == Some("error"),

@@ -52,6 +52,8 @@ mod redact;
 mod table;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_effects;
 
 use std::fmt;
 
