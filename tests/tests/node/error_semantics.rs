@@ -128,8 +128,13 @@ fn json_fault(status: u16, body: &str) -> FaultSpec {
 /// Two OpenAI-format connections and one Anthropic-format connection, and a combo over both
 /// providers.
 fn two_providers() -> String {
+    two_providers_with("")
+}
+
+/// [`two_providers`] with `extra` in the OpenAI-format provider's table.
+fn two_providers_with(oai_extra: &str) -> String {
     prelude()
-        + &provider("oai", "openai", "{URL}", &["gpt-4o-mini"], "", "")
+        + &provider("oai", "openai", "{URL}", &["gpt-4o-mini"], oai_extra, "")
         + &connection("oai-k1", "oai", "UP_OAI_1", "priority = 1")
         + &connection("oai-k2", "oai", "UP_OAI_2", "priority = 2")
         + &provider("ant", "anthropic", "{URL}", &["claude-sonnet-4-5"], "", "")
@@ -230,10 +235,16 @@ async fn context_overflow_changes_no_shared_state_and_keeps_the_providers_code()
 }
 
 /// A 404 that names a route (a chat-only server asked for `/v1/responses`) is not a model
-/// 404: the model stays usable for chat, for everyone.
+/// 404: the model stays usable for chat, for everyone. The provider passes Responses through
+/// (`responses_api = "native"`): with the default (`auto`) a host that is not OpenAI's gets
+/// Chat and never sees `/v1/responses`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_route_404_does_not_lock_the_model() {
-    let s = setup(two_providers(), &TWO_PROVIDER_KEYS).await;
+    let s = setup(
+        two_providers_with("responses_api = \"native\""),
+        &TWO_PROVIDER_KEYS,
+    )
+    .await;
     let responses = json!({"model": "oai/gpt-4o-mini", "input": "Say hello"});
     for body in [
         "404 page not found",
