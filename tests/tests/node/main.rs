@@ -11,6 +11,7 @@ mod support;
 mod access_log;
 mod admin;
 mod bad_input;
+mod budgets;
 mod check;
 mod combo_timeouts;
 mod combos;
