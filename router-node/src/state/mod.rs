@@ -2,6 +2,7 @@
 
 pub mod conn;
 pub mod gate;
+pub mod persist;
 pub mod provider;
 pub mod queue;
 

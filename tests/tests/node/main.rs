@@ -20,6 +20,7 @@ mod leases;
 mod lifecycle;
 mod memory;
 mod metrics;
+mod persistence;
 mod provider_cooldown;
 mod reload;
 mod resilience;
