@@ -24,7 +24,8 @@ use crate::clock::Clock;
 /// One connection's queue.
 #[derive(Debug)]
 pub struct RequestQueue {
-    settings: QueueSettings,
+    /// Replaced live by `PATCH /api/resilience` ([`RequestQueue::apply`]).
+    settings: Mutex<QueueSettings>,
     rate: Mutex<RateState>,
     waiting: AtomicU32,
     executing: Gate,
@@ -44,12 +45,36 @@ impl RequestQueue {
             rate: Mutex::new(RateState::new(settings.rate_limit())),
             waiting: AtomicU32::new(0),
             executing: Gate::new(GateLevel::Connection, settings.concurrent_requests),
-            settings,
+            settings: Mutex::new(settings),
         }
     }
 
-    pub fn settings(&self) -> &QueueSettings {
-        &self.settings
+    /// The current settings.
+    pub fn settings(&self) -> QueueSettings {
+        match self.settings.lock() {
+            Ok(s) => *s,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// Applies new settings live: pacing from the next admission, and the execution slots
+    /// resized (a slot in use is never revoked; a shrink takes effect as slots free up only
+    /// up to the free ones now).
+    pub fn apply(&self, next: QueueSettings) {
+        match self.settings.lock() {
+            Ok(mut s) => *s = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        if let Ok(mut rate) = self.rate.lock() {
+            rate.set_limit(next.rate_limit());
+        }
+        let limit = self.executing.limit();
+        let cap = next.concurrent_requests.max(1);
+        if cap > limit {
+            self.executing.grow(cap - limit);
+        } else if cap < limit {
+            self.executing.shrink(limit - cap);
+        }
     }
 
     /// Requests waiting (not executing).
@@ -68,9 +93,10 @@ impl RequestQueue {
         // both pass a check made before either of them joined.
         let ahead = self.waiting.fetch_add(1, Ordering::AcqRel);
         let _line = Leave(&self.waiting);
-        check_queue_depth(ahead, self.settings.max_queue_depth)?;
+        let settings = self.settings();
+        check_queue_depth(ahead, settings.max_queue_depth)?;
         let start = clock.now();
-        let budget = self.settings.max_wait_ms;
+        let budget = settings.max_wait_ms;
         // Our own admission and the one before it, to give the slot back exactly.
         let mut previous = None;
         let mut admitted = None;

@@ -9,8 +9,8 @@ use serde_json::json;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
 
 use crate::support::http::{
-    chat, chat_text, connection, cooldown_row, env, http, mock_text, open_auth, post, post_stream,
-    provider, start_node, wait_idle,
+    MGMT_KEY, chat, chat_text, connection, cooldown_row, env, http, mock_text, open_auth, post,
+    post_stream, provider, send, start_node, wait_idle,
 };
 
 const KEY: &str = "sk-budgets";
@@ -130,4 +130,45 @@ async fn the_execution_budget_answers_504_and_cools_nothing() {
     // Nothing was cooled or opened: the next request is dispatched at once and answers.
     let next = post(&c, &base, "/v1/chat/completions", &chat("p/m", false)).await;
     assert_eq!(next.status, 200, "{next:#?}\n{}", node.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_numbers_sent_by_patch_apply_without_a_restart() {
+    let mock = mock_with(json!({"latency_before_headers_ms": 800})).await;
+    let config = format!(
+        "{}{}{}{}",
+        open_auth(),
+        provider("p", "openai", &mock.base_url(), &["m"], "", ""),
+        connection("c1", "p", "KEY_P", ""),
+        "\n[resilience.request_queue]\nauto_enable_apikey_providers = true\n\
+         requests_per_minute = 1000\nmin_time_between_requests_ms = 0\n\
+         concurrent_requests = 1\nmax_wait_ms = 100\n",
+    );
+    let node = start_node(config, env(&[("KEY_P", KEY)])).await;
+    let c = http();
+    let base = node.client_url();
+    let body = chat("p/m", false);
+    // One execution slot and a 100 ms wait budget: one of two simultaneous requests is refused.
+    let (a, b) = tokio::join!(
+        post(&c, &base, "/v1/chat/completions", &body),
+        post(&c, &base, "/v1/chat/completions", &body),
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 429], "{a:#?}\n{b:#?}");
+    wait_idle(&node).await;
+
+    let patched = send(
+        c.patch(format!("{}/api/resilience", node.admin_url()))
+            .bearer_auth(MGMT_KEY)
+            .json(&json!({"request_queue": {"concurrent_requests": 2}})),
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{patched:#?}");
+    assert_eq!(patched.json()["restartRequired"], json!([]));
+    let (a, b) = tokio::join!(
+        post(&c, &base, "/v1/chat/completions", &body),
+        post(&c, &base, "/v1/chat/completions", &body),
+    );
+    assert_eq!((a.status, b.status), (200, 200), "{a:#?}\n{b:#?}");
 }
