@@ -10,7 +10,7 @@ use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUps
 
 use crate::support::http::{
     MGMT_KEY, chat, chat_text, connection, cooldown_row, env, http, mock_text, open_auth, post,
-    post_stream, provider, send, start_node, wait_idle,
+    post_stream, provider, send, start_node, wait_cooling, wait_idle,
 };
 
 const KEY: &str = "sk-budgets";
@@ -171,4 +171,40 @@ async fn queue_numbers_sent_by_patch_apply_without_a_restart() {
         post(&c, &base, "/v1/chat/completions", &body),
     );
     assert_eq!((a.status, b.status), (200, 200), "{a:#?}\n{b:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enabled_stall_cooldown_cools_the_connection_of_a_stalled_stream() {
+    // 20 words, one every 250 ms (~20 B/s), under a 1000 B/s throughput floor: the watchdog
+    // ends the stream as a stall.
+    let mock = mock_with(json!({"chunks": 20, "chunk_delay_ms": 250, "times": 1})).await;
+    let config = format!(
+        "{}{}{}{}",
+        open_auth(),
+        provider(
+            "p",
+            "openai",
+            &mock.base_url(),
+            &["m"],
+            "",
+            "first_content_ms = 2000\nidle_ms = 3000"
+        ),
+        connection("c1", "p", "KEY_P", ""),
+        "\n[resilience.request_queue]\nauto_enable_apikey_providers = false\n\
+         \n[resilience.stream.throughput_watchdog]\nenabled = true\nwarmup_ms = 0\n\
+         window_ms = 1000\nmin_useful_bytes_per_second = 1000\nmin_useful_bytes = 1\n\
+         \n[resilience.stream_stall_cooldown]\nenabled = true\n",
+    );
+    let node = start_node(config, env(&[("KEY_P", KEY)])).await;
+    let reply = post_stream(
+        &http(),
+        &node.client_url(),
+        "/v1/chat/completions",
+        &chat("p/m", true),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.everything());
+    assert!(reply.raw.contains("error"), "{}", reply.raw);
+    wait_cooling(&node, "c1").await;
 }
