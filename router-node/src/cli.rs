@@ -111,6 +111,13 @@ fn serve_file(
                 let current = cell.clone();
                 crate::cluster_sync::start(cluster, Arc::new(move || current.load()));
             }
+            // Embedded mode: restore the stored connection state before the actors are
+            // seeded from the handles (redis mode keeps it in the cluster hash instead).
+            if rt.cluster.is_none()
+                && let Some(dir) = env(crate::state::settings_store::STATE_DIR_ENV)
+            {
+                crate::actors::persist::open(Path::new(&dir), &rt.connections, rt.clock);
+            }
             crate::actors::start_actors(
                 &rt.providers,
                 &rt.connections,

@@ -79,7 +79,15 @@ pub fn ensure_venv(name: &str, requirements: &Path) -> Result<PathBuf, String> {
     let wanted = std::fs::read_to_string(requirements)
         .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
     let marker = venv.join(".switchyard-requirements");
-    if python.exists() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&wanted) {
+    let ready =
+        || python.exists() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&wanted);
+    if ready() {
+        return Ok(python);
+    }
+    // nextest runs tests in parallel processes: two of them building the same env would
+    // delete each other's half-made files. The second waits for the first, then finds it ready.
+    let _lock = VenvLock::acquire(&venv)?;
+    if ready() {
         return Ok(python);
     }
     let _ = std::fs::remove_dir_all(&venv);
@@ -116,4 +124,51 @@ pub fn ensure_venv(name: &str, requirements: &Path) -> Result<PathBuf, String> {
     }
     std::fs::write(&marker, &wanted).map_err(|e| format!("venv marker: {e}"))?;
     Ok(python)
+}
+
+/// A lock file next to a virtualenv, held while the env is built; removed on drop. A lock older
+/// than [`VenvLock::STALE`] was left by a killed process and is taken over.
+struct VenvLock(PathBuf);
+
+impl VenvLock {
+    const STALE: Duration = Duration::from_secs(600);
+
+    fn acquire(venv: &Path) -> Result<Self, String> {
+        let path = venv.with_extension("lock");
+        let deadline = Instant::now() + PIP_LIMIT + Duration::from_secs(180);
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(Self(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > Self::STALE);
+                    if stale {
+                        let _ = std::fs::remove_file(&path);
+                        continue;
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(format!(
+                            "another test has held {} for too long",
+                            path.display()
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+            }
+        }
+    }
+}
+
+impl Drop for VenvLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

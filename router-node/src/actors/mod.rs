@@ -25,6 +25,7 @@ mod connection;
 pub mod handles;
 pub mod messages;
 mod params;
+pub mod persist;
 mod probe;
 
 #[cfg(test)]

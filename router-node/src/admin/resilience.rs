@@ -7,9 +7,9 @@
 //! the state store first (a failed write changes nothing), then the effective settings are
 //! recomputed from all layers and published: request paths read them on their next load, the
 //! windowed provider-cooldown tracker takes its new numbers, and the breaker and connection
-//! actors get their new profiles by message. The request queues
-//! (`request_queue.*` except `auto_enable_apikey_providers`) and the session-affinity TTL are
-//! sized when the node starts; changes to them are stored and reported in `restartRequired`.
+//! actors get their new profiles by message. The request queues take their new numbers at
+//! once (pacing from the next admission; execution slots resized, a slot in use never
+//! revoked) and the session-affinity TTL applies to new pins.
 //! Sections this node version does not consult yet are stored and reported in `notApplied`.
 
 use std::sync::Arc;
@@ -28,16 +28,8 @@ use crate::reload::Rt;
 use crate::runtime::Runtime;
 
 /// Settings that are read once when the node starts: a patch stores them, a restart applies
-/// them. (Prefixes of dotted paths.)
-const RESTART_REQUIRED: &[&str] = &[
-    "request_queue.requests_per_minute",
-    "request_queue.min_time_between_requests_ms",
-    "request_queue.concurrent_requests",
-    "request_queue.max_wait_ms",
-    "request_queue.execution_max_wait_ms",
-    "request_queue.max_queue_depth",
-    "session_affinity.ttl_ms",
-];
+/// them. (Prefixes of dotted paths; none since the queues and the affinity TTL apply live.)
+const RESTART_REQUIRED: &[&str] = &[];
 
 /// Settings this node version stores but does not consult yet (runtime error rules are not
 /// wired into classification); a patch of them is accepted for forward compatibility and
@@ -176,6 +168,12 @@ pub async fn patch_settings(
     if let Ok(mut tracker) = rt.provider_cooldown.lock() {
         tracker.set_params(values.provider_cooldown());
     }
+    // The queues and the affinity TTL take their new numbers at once.
+    for conn in &rt.connections {
+        conn.queue
+            .apply(settings::effective_queue(&values, &conn.config));
+    }
+    rt.affinity.set_ttl(values.session_affinity.ttl_ms);
     let now = Now::read(&rt);
     let asks = rt.providers.iter().map(|p| {
         let values = values.clone();

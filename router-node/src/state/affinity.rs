@@ -6,13 +6,15 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use switchyard_shared::Millis;
 
 /// Session pins of one node (cluster-shared pins come with cluster mode).
 #[derive(Debug)]
 pub struct Affinity {
-    ttl_ms: Millis,
+    /// Changed live by `PATCH /api/resilience`; a pin keeps the expiry it was given.
+    ttl_ms: AtomicU64,
     pins: Mutex<HashMap<(usize, String), (usize, Millis)>>,
 }
 
@@ -23,13 +25,22 @@ impl Affinity {
     /// `ttl_ms == 0` turns affinity off.
     pub fn new(ttl_ms: Millis) -> Self {
         Self {
-            ttl_ms,
+            ttl_ms: AtomicU64::new(ttl_ms),
             pins: Mutex::new(HashMap::new()),
         }
     }
 
     pub fn enabled(&self) -> bool {
-        self.ttl_ms > 0
+        self.ttl() > 0
+    }
+
+    fn ttl(&self) -> Millis {
+        self.ttl_ms.load(Ordering::Relaxed)
+    }
+
+    /// Sets the TTL of new pins (`0` turns affinity off).
+    pub fn set_ttl(&self, ttl_ms: Millis) {
+        self.ttl_ms.store(ttl_ms, Ordering::Relaxed);
     }
 
     /// The pinned connection of `session` on `provider`, if unexpired.
@@ -55,7 +66,7 @@ impl Affinity {
                     return;
                 }
             }
-            pins.insert((provider, session.to_owned()), (conn, now + self.ttl_ms));
+            pins.insert((provider, session.to_owned()), (conn, now + self.ttl()));
         }
     }
 

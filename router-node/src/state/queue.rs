@@ -4,7 +4,9 @@
 //! request waits for a pacing slot (requests per minute, minimum spacing) and an execution
 //! permit (`concurrent_requests`) within the **wait budget** (`max_wait_ms`), whose timer stops
 //! when execution starts; exceeding it means the request never reaches upstream. Execution is
-//! then bounded by the execution budget, enforced by the caller.
+//! then bounded by the execution budget, enforced by the caller. A request that took its
+//! pacing slot but then ran out of budget waiting for the execution permit gives the slot
+//! back: it never reached the upstream, so it must not cost the next request a minute.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,7 +24,8 @@ use crate::clock::Clock;
 /// One connection's queue.
 #[derive(Debug)]
 pub struct RequestQueue {
-    settings: QueueSettings,
+    /// Replaced live by `PATCH /api/resilience` ([`RequestQueue::apply`]).
+    settings: Mutex<QueueSettings>,
     rate: Mutex<RateState>,
     waiting: AtomicU32,
     executing: Gate,
@@ -42,12 +45,36 @@ impl RequestQueue {
             rate: Mutex::new(RateState::new(settings.rate_limit())),
             waiting: AtomicU32::new(0),
             executing: Gate::new(GateLevel::Connection, settings.concurrent_requests),
-            settings,
+            settings: Mutex::new(settings),
         }
     }
 
-    pub fn settings(&self) -> &QueueSettings {
-        &self.settings
+    /// The current settings.
+    pub fn settings(&self) -> QueueSettings {
+        match self.settings.lock() {
+            Ok(s) => *s,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// Applies new settings live: pacing from the next admission, and the execution slots
+    /// resized (a slot in use is never revoked; a shrink takes effect as slots free up only
+    /// up to the free ones now).
+    pub fn apply(&self, next: QueueSettings) {
+        match self.settings.lock() {
+            Ok(mut s) => *s = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        if let Ok(mut rate) = self.rate.lock() {
+            rate.set_limit(next.rate_limit());
+        }
+        let limit = self.executing.limit();
+        let cap = next.concurrent_requests.max(1);
+        if cap > limit {
+            self.executing.grow(cap - limit);
+        } else if cap < limit {
+            self.executing.shrink(limit - cap);
+        }
     }
 
     /// Requests waiting (not executing).
@@ -66,14 +93,23 @@ impl RequestQueue {
         // both pass a check made before either of them joined.
         let ahead = self.waiting.fetch_add(1, Ordering::AcqRel);
         let _line = Leave(&self.waiting);
-        check_queue_depth(ahead, self.settings.max_queue_depth)?;
+        let settings = self.settings();
+        check_queue_depth(ahead, settings.max_queue_depth)?;
         let start = clock.now();
-        let budget = self.settings.max_wait_ms;
+        let budget = settings.max_wait_ms;
+        // Our own admission and the one before it, to give the slot back exactly.
+        let mut previous = None;
+        let mut admitted = None;
         loop {
             let now = clock.now();
             let waited = now.saturating_sub(start);
             let slot = match self.rate.lock() {
-                Ok(mut rate) => rate.try_acquire(now),
+                Ok(mut rate) => {
+                    previous = rate.last_admit();
+                    let slot = rate.try_acquire(now);
+                    admitted = rate.last_admit().filter(|_| slot.is_ok());
+                    slot
+                }
                 // A poisoned lock means a panic elsewhere; do not throttle on corrupt state.
                 Err(_) => Ok(()),
             };
@@ -91,14 +127,22 @@ impl RequestQueue {
             }
         }
         let remaining = budget.saturating_sub(clock.now().saturating_sub(start));
-        let permit = self
-            .executing
-            .acquire(u32::MAX, remaining.max(1))
-            .await
-            .map_err(|_| AdmissionError::QueueTimeout {
-                waited_ms: clock.now().saturating_sub(start),
-                max_wait_ms: budget,
-            })?;
+        let permit = self.executing.acquire(u32::MAX, remaining.max(1)).await;
+        let permit = match permit {
+            Ok(permit) => permit,
+            Err(_) => {
+                // The request never executes: the pacing slot it took goes back.
+                if let Ok(mut rate) = self.rate.lock()
+                    && let Some(at) = admitted
+                {
+                    rate.give_back(at, previous);
+                }
+                return Err(AdmissionError::QueueTimeout {
+                    waited_ms: clock.now().saturating_sub(start),
+                    max_wait_ms: budget,
+                });
+            }
+        };
         Ok(QueuePermit {
             _permit: permit,
             waited_ms: clock.now().saturating_sub(start),
@@ -117,6 +161,28 @@ impl Drop for Leave<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_request_that_times_out_on_the_permit_gives_its_pacing_slot_back() {
+        let q = RequestQueue::new(QueueSettings {
+            requests_per_minute: 2,
+            min_time_between_requests_ms: 0,
+            concurrent_requests: 1,
+            max_wait_ms: 50,
+            execution_max_wait_ms: 1000,
+            max_queue_depth: 0,
+        });
+        let clock = Clock::new();
+        let running = q.admit(&clock).await.unwrap();
+        // Takes the second slot of the minute, then times out waiting for the permit.
+        assert!(matches!(
+            q.admit(&clock).await,
+            Err(AdmissionError::QueueTimeout { .. })
+        ));
+        drop(running);
+        // The slot came back: without it the minute's two slots are spent and this times out.
+        assert!(q.admit(&clock).await.is_ok());
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn simultaneous_arrivals_never_exceed_the_depth() {

@@ -3,7 +3,8 @@
 //! Decisions:
 //! - **Timeouts.** The connect timeout lives on the connection's client. The headers timeout
 //!   (`timeouts.headers_ms`, `0` = none) bounds `send()`. The attempt deadline bounds
-//!   everything: headers, a JSON body, the readiness gate, and the committed stream after it.
+//!   everything up to the commit point: headers, a JSON body, the readiness gate. A committed
+//!   stream is bounded only by its watchdogs (see [`super::stream`]).
 //!   A JSON body is additionally bounded by the idle gap between chunks (`watch.idle_ms`);
 //!   an error body by a fixed [`ERROR_BODY_READ_MS`] too, since nobody waits for it.
 //! - **A `2xx` that carries an error** (a top-level `error` object or Anthropic's
@@ -460,7 +461,6 @@ async fn readiness_gate(
             format,
             clock,
             started,
-            deadline_ms: req.deadline_ms,
             upstream,
             parser,
             watch,

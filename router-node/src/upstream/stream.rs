@@ -3,11 +3,14 @@
 //! After the commit point the client has a `200` and SSE bytes, so nothing can be retried:
 //! - upstream chunks are forwarded unchanged (the same `Bytes`, no copy) and fed to the SSE
 //!   tap on the side;
-//! - one timer serves the watchdogs (idle, stall, throughput, readiness), the attempt
-//!   deadline and the keep-alive. It is re-armed lazily: an upstream chunk only moves it
+//! - one timer serves the watchdogs (idle, stall, throughput, readiness) and the keep-alive.
+//!   No attempt or combo budget bounds a committed stream: one that keeps delivering runs to
+//!   its end, and only the watchdogs cut one that stops delivering (a long answer is not a
+//!   failing upstream, and cutting it cost the client its answer and the connection a
+//!   cooldown). It is re-armed lazily: an upstream chunk only moves it
 //!   earlier, never later, so a busy stream does not reset a timer per chunk; a wake-up that
 //!   finds nothing due re-arms it;
-//! - a watchdog abort, the deadline or an upstream read error ends the stream with ONE in-band
+//! - a watchdog abort or an upstream read error ends the stream with ONE in-band
 //!   error event in the client's format, and drops the upstream response;
 //! - when the upstream is silent for the heartbeat interval, a keep-alive frame is written so
 //!   that a vanished client is noticed (actix-web only learns of it on a write) and the body
@@ -54,10 +57,10 @@ pub struct StreamEnd {
     pub completed: bool,
     /// The watchdog that ended the stream.
     pub abort: Option<StreamAbort>,
-    /// The failure in classification terms: the abort's kind, `Timeout` for the attempt
-    /// deadline, `ConnectionReset` for a read error, `ClientAbort` for a disconnect.
+    /// The failure in classification terms: the abort's kind, `ConnectionReset` for a read
+    /// error, `ClientAbort` for a disconnect.
     pub transport: Option<TransportFailure>,
-    /// A read error, the deadline or an in-band error event, as a short message.
+    /// A read error or an in-band error event, as a short message.
     pub upstream_error: Option<String>,
     /// The first in-band error event the upstream sent (forwarded to the client as is).
     pub stream_error: Option<UpstreamStreamError>,
@@ -83,7 +86,6 @@ pub(super) struct LiveStream {
     pub clock: Clock,
     /// When the attempt started (node clock).
     pub started: Millis,
-    pub deadline_ms: Option<Millis>,
     pub upstream: UpstreamBody,
     pub parser: SseParser,
     pub watch: StreamWatch,
@@ -149,7 +151,6 @@ impl CommittedStream {
             format,
             clock,
             started,
-            deadline_ms,
             upstream,
             parser,
             watch,
@@ -163,7 +164,6 @@ impl CommittedStream {
             format,
             clock,
             started,
-            deadline_ms,
             heartbeat_ms: self.heartbeat_interval_ms,
             last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(clock.instant_at(now).into())),
@@ -248,7 +248,6 @@ struct CommittedBody {
     format: Format,
     clock: Clock,
     started: Millis,
-    deadline_ms: Option<Millis>,
     heartbeat_ms: Millis,
     /// The last upstream chunk or keep-alive (the keep-alive clock).
     last_activity: Millis,
@@ -273,10 +272,7 @@ impl CommittedBody {
 
     fn next_wake(&self, now: Millis) -> Option<Millis> {
         self.upstream.as_ref()?;
-        min_opt(
-            min_opt(self.watch.next_deadline(now), self.deadline_ms),
-            self.heartbeat_due(),
-        )
+        min_opt(self.watch.next_deadline(now), self.heartbeat_due())
     }
 
     /// Ends the stream after one error event in the client's format; drops the upstream.
@@ -290,18 +286,6 @@ impl CommittedBody {
         self.end.transport = Some(abort_transport(abort));
         self.end.upstream_error = Some(abort.message());
         self.fail(abort.error_event(self.format));
-    }
-
-    fn deadline_passed(&mut self) {
-        self.end.transport = Some(TransportFailure::Timeout);
-        self.end.upstream_error = Some("attempt deadline exceeded".to_owned());
-        let frame = format_error_event(
-            self.format,
-            "timeout_error",
-            "attempt_deadline_exceeded",
-            "Upstream attempt exceeded its deadline",
-        );
-        self.fail(frame);
     }
 
     fn read_failed(&mut self, e: &reqwest::Error) {
@@ -323,10 +307,6 @@ impl CommittedBody {
 
     /// Checks the timer-driven conditions at `now`; returns a keep-alive frame when one is due.
     fn on_wake(&mut self, now: Millis) -> Option<Bytes> {
-        if self.deadline_ms.is_some_and(|d| now >= d) {
-            self.deadline_passed();
-            return None;
-        }
         if let Some(abort) = self.watch.poll(now) {
             self.abort(abort);
             return None;

@@ -84,6 +84,27 @@ impl RateState {
         Ok(())
     }
 
+    /// The time of the last admission (what [`Self::give_back`] needs to undo one).
+    pub fn last_admit(&self) -> Option<Millis> {
+        self.last_admit
+    }
+
+    /// Undoes the admission made at `at` that was never used (the request did not execute),
+    /// so its slot counts for the next request. `previous` is [`Self::last_admit`] from before
+    /// that admission, restored for the spacing when nothing was admitted since.
+    pub fn give_back(&mut self, at: Millis, previous: Option<Millis>) {
+        if self.limit.requests_per_minute > 0 {
+            let slot = at / SLOT_MS;
+            if slot <= self.head_slot && self.head_slot - slot < SLOTS as u64 {
+                let idx = (slot % SLOTS as u64) as usize;
+                self.counts[idx] = self.counts[idx].saturating_sub(1);
+            }
+        }
+        if self.last_admit == Some(at) {
+            self.last_admit = previous;
+        }
+    }
+
     /// The earliest instant `>= now` at which [`Self::try_acquire`] would succeed.
     pub fn next_slot(&self, now: Millis) -> Millis {
         let now = now.max(self.last_now);

@@ -517,6 +517,35 @@ fn stream_stall_cools_only_when_enabled() {
 }
 
 #[test]
+fn an_enabled_stall_cooldown_cools_a_stall_that_carries_no_hint() {
+    // Classification gives a stall no hint of its own (`CooldownHint::None`).
+    let event = ConnEvent::Failure(FailureObservation {
+        status: None,
+        reason: FailureReason::ServerError,
+        hint: CooldownHint::None,
+        terminal: TerminalSignal::None,
+        stream_stall: true,
+        message: "stream stalled".to_owned(),
+    });
+    let (next, _) = on_event(&ConnState::default(), &event, &apikey(), SEC);
+    assert_eq!(next.rate_limited_until, None, "off by default");
+    let params = CooldownParams {
+        stream_stall_cooldown: true,
+        ..apikey()
+    };
+    let (next, effects) = on_event(&ConnState::default(), &event, &params, SEC);
+    assert_eq!(
+        effects,
+        [Effect::CooldownSet {
+            until: 4 * SEC,
+            level: 1,
+            reason: FailureReason::ServerError
+        }]
+    );
+    assert_eq!(next.rate_limited_until, Some(4 * SEC));
+}
+
+#[test]
 fn success_clears_errors_and_decays_level_by_one() {
     let params = oauth();
     let mut state = ConnState::default();

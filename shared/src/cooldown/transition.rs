@@ -165,6 +165,9 @@ fn transient_cooldown(
             TerminalSignal::AuthFailure | TerminalSignal::RequestRejected,
             CooldownHint::None | CooldownHint::Fixed(0),
         ) => CooldownHint::ScaledBackoff,
+        // A stall carries no hint of its own (classification leaves it to this opt-in); when
+        // the operator enabled `stream_stall_cooldown`, it earns the scaled backoff.
+        (_, CooldownHint::None) if observation.stream_stall => CooldownHint::ScaledBackoff,
         (_, hint) => hint,
     };
     // Fixed and upstream durations keep the level (the reference zeroed it after a hint, which

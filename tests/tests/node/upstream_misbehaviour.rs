@@ -372,34 +372,31 @@ async fn misbehaving_upstreams_are_contained() {
         .unwrap_or(u64::MAX);
     assert!((1..=60).contains(&reset), "cooldown {reset} s: {r:#?}");
 
-    // --- An endless stream (content every 20 ms for minutes): the attempt deadline ends it
-    // with one in-band error event, well before the upstream would have.
+    // --- An endless stream (content every 20 ms for minutes) that keeps delivering: the
+    // attempt deadline (2.5 s) bounds an attempt only up to its commit point, so the stream
+    // outlives it without an error event (only the watchdogs end a committed stream). The
+    // client ends it here after 5 s.
     let mut endless = FaultSpec::new();
     endless.chunks = Some(10_000);
     endless.chunk_delay_ms = Some(20);
     script(&mock, "endless-k1", endless);
-    let started = Instant::now();
     let r = post_stream(
         &c,
         &base,
         "/v1/chat/completions",
         &chat("endless/m", true),
-        Duration::from_secs(30),
+        Duration::from_secs(5),
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.everything());
-    assert!(!r.timed_out, "the deadline must end the stream");
+    assert!(r.timed_out, "the stream must still run: {}", r.everything());
+    // The bound is the feature: content still arrives after the 2.5 s attempt deadline.
     assert!(
-        started.elapsed() < Duration::from_secs(25),
-        "{:?}",
-        started.elapsed()
+        r.chunk_times_ms.iter().any(|(ms, _)| *ms > 3_000),
+        "no content after the attempt deadline: {:?}",
+        r.chunk_times_ms.last()
     );
-    let events = r.events();
-    assert!(
-        events.iter().filter(|e| e.is_error()).count() == 1,
-        "one in-band error: {}",
-        r.everything()
-    );
+    assert!(!r.raw.contains("\"error\""), "{}", r.everything());
     // A stream that sends headers and then nothing at all: the readiness watchdog.
     let mut silent = FaultSpec::new();
     silent.stall_after_chunks = Some(0);

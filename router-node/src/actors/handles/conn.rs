@@ -140,9 +140,16 @@ impl ConnHandle {
         self.snapshot.load()
     }
 
-    /// Publishes a new snapshot (the actor is the only caller).
+    /// Publishes a new snapshot (the actor is the only caller); in embedded mode with a
+    /// state directory the state also goes to the store, off the request path.
     pub fn publish(&self, next: ConnSnapshot) {
+        crate::actors::persist::record(&self.id, &next);
         self.snapshot.store(Arc::new(next));
+    }
+
+    /// The current snapshot, owned.
+    pub fn load_full(&self) -> Arc<ConnSnapshot> {
+        self.snapshot.load_full()
     }
 
     /// Records a dispatch for the selection strategies.

@@ -1,9 +1,17 @@
 //! Step 4, attempt: the attempt cap, then one upstream attempt with its deadline.
+//!
+//! Every budget of an attempt is measured from its dispatch, after the queue and the
+//! semaphores: those waits are Switchyard's own and count against `max_wait_ms` alone. When
+//! the queue's execution budget (`execution_max_wait_ms`) is what ends the attempt, the
+//! request ends with 504 `RATE_LIMIT_EXECUTION_TIMEOUT` and nothing is reported to the
+//! actors: Switchyard cut the request, so the connection is neither cooled nor counted on the
+//! breaker.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use switchyard_shared::Millis;
+use switchyard_shared::admission::Rejection;
 
 use super::permits::queue_enabled;
 use super::{RequestCtx, TargetCtx};
@@ -22,6 +30,8 @@ pub enum Attempted {
     Failed(AttemptFailure),
     /// The provider answered, but its answer cannot be put into the client's format.
     Untranslatable(GatewayError),
+    /// Switchyard's own execution budget ended the attempt: no state changes.
+    ExecutionTimeout(GatewayError),
 }
 
 /// Counts an attempt against the request's cap (`Err` once the cap is reached) and marks the
@@ -42,15 +52,18 @@ pub fn count(
 }
 
 /// One upstream attempt on `conn`, timed for the metrics and the request's upstream wait.
+/// `dispatched` is the node time after the permits were granted: the budgets start there.
 pub async fn attempt(
     rt: &RoutingTable,
     req: &RouteRequest,
     ctx: &TargetCtx,
     conn: &Arc<ConnHandle>,
     target_timeout_ms: Millis,
-    now: Millis,
+    dispatched: Millis,
 ) -> Attempted {
     let provider = &ctx.provider;
+    let now = dispatched;
+    let execution = execution_deadline(rt, provider, conn, now);
     let attempt_req = AttemptRequest {
         conn: conn.clone(),
         provider: provider.clone(),
@@ -59,7 +72,7 @@ pub async fn attempt(
         stream: req.body.stream,
         forward_headers: req.forward_headers.clone(),
         deadline_ms: earliest(
-            attempt_deadline(rt, provider, conn, now),
+            earliest(ceiling(provider, now), execution.map(|(at, _)| at)),
             (target_timeout_ms > 0).then(|| now + target_timeout_ms),
         ),
         watch: rt.watch_config(&provider.config),
@@ -77,27 +90,57 @@ pub async fn attempt(
             Attempted::Replied(RoutedBody::Json(ok))
         }
         AttemptResult::Stream(stream) => Attempted::Replied(RoutedBody::Stream(stream)),
-        AttemptResult::Failed(failure) => Attempted::Failed(failure),
+        AttemptResult::Failed(failure) => match execution {
+            Some((at, budget)) if ended_by(&failure, at, rt.clock.now()) => {
+                Attempted::ExecutionTimeout(execution_timeout(budget))
+            }
+            _ => Attempted::Failed(failure),
+        },
     }
 }
 
-/// The absolute deadline of one attempt: the provider's attempt ceiling and, for queued
-/// connections, the execution budget.
-fn attempt_deadline(
+/// Whether a failure is the deadline passing at or after `at` (a timeout, not an answer).
+fn ended_by(failure: &AttemptFailure, at: Millis, now: Millis) -> bool {
+    failure.status.is_none()
+        && failure.transport == Some(switchyard_shared::classify::TransportFailure::Timeout)
+        && now >= at
+}
+
+/// 504 `RATE_LIMIT_EXECUTION_TIMEOUT`: the queue's execution budget ended the attempt.
+fn execution_timeout(budget_ms: Millis) -> GatewayError {
+    let e = switchyard_shared::admission::AdmissionError::ExecutionTimeout {
+        elapsed_ms: budget_ms,
+        budget_ms,
+    };
+    GatewayError::new(
+        actix_web::http::StatusCode::GATEWAY_TIMEOUT,
+        e.error_type(),
+        e.code(),
+        e.to_string(),
+    )
+}
+
+/// The provider's attempt ceiling, from dispatch.
+fn ceiling(provider: &ProviderHandle, now: Millis) -> Option<Millis> {
+    let ms = provider.config.timeouts.attempt_deadline_ms;
+    (ms > 0).then(|| now + ms)
+}
+
+/// For a queued connection, the execution budget from dispatch: its absolute deadline and
+/// its length.
+fn execution_deadline(
     rt: &RoutingTable,
     provider: &ProviderHandle,
     conn: &ConnHandle,
     now: Millis,
-) -> Option<Millis> {
-    let ceiling = (provider.config.timeouts.attempt_deadline_ms > 0)
-        .then(|| now + provider.config.timeouts.attempt_deadline_ms);
-    let execution = queue_enabled(rt, provider, conn).then(|| {
-        now + switchyard_shared::admission::execution_budget_ms(
+) -> Option<(Millis, Millis)> {
+    queue_enabled(rt, provider, conn).then(|| {
+        let budget = switchyard_shared::admission::execution_budget_ms(
             conn.queue.settings().execution_max_wait_ms,
             provider.config.timeouts.headers_ms,
-        )
-    });
-    earliest(ceiling, execution)
+        );
+        (now + budget, budget)
+    })
 }
 
 /// The earlier of two optional deadlines.

@@ -132,14 +132,16 @@ pub async fn run_target(
             }
         };
         fence::at_dispatch(rt, req, &conn, fenced).await?;
-        attempt::count(rc, &ctx, &conn, now)?;
-        match attempt::attempt(rt, req, &ctx, &conn, rc.target_timeout_ms, now).await {
+        // The budgets start here: the queue and semaphore waits were Switchyard's own.
+        let dispatched = rt.clock.now();
+        attempt::count(rc, &ctx, &conn, dispatched)?;
+        match attempt::attempt(rt, req, &ctx, &conn, rc.target_timeout_ms, dispatched).await {
             attempt::Attempted::Replied(body) => {
                 let ok = outcome::Success {
                     body,
                     conn,
                     permits,
-                    started: now,
+                    started: dispatched,
                 };
                 return Ok(Some(outcome::on_success(rt, req, ctx, rc, ok)));
             }
@@ -152,7 +154,9 @@ pub async fn run_target(
                 }
             }
             // The probe lease and the permits go back as this returns.
-            attempt::Attempted::Untranslatable(e) => return Err(e),
+            attempt::Attempted::Untranslatable(e) | attempt::Attempted::ExecutionTimeout(e) => {
+                return Err(e);
+            }
         }
     }
 }

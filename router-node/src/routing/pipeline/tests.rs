@@ -280,6 +280,7 @@ async fn attempt_replies_fails_or_cannot_translate() {
                 assert_eq!(e.code, "upstream_invalid_json");
                 "untranslatable"
             }
+            Attempted::ExecutionTimeout(e) => panic!("no execution budget here: {e:?}"),
         };
         assert_eq!(got, want);
     }
