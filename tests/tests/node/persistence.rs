@@ -39,7 +39,7 @@ fn node_env(dir: &std::path::Path) -> Vec<(String, String)> {
         ("KEY_DEAD", DEAD_KEY),
         ("KEY_LIVE", LIVE_KEY),
         ("SWITCHYARD_STATE_DIR", dir.to_str().unwrap()),
-        ("RUST_LOG", "info,switchyard_node::state::persist=debug"),
+        ("RUST_LOG", "info,switchyard_node::actors::persist=debug"),
     ])
 }
 
