@@ -538,3 +538,29 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod strategy_outcome_tests {
+    use super::{AttemptOutcome, TransportFailure, strategy_outcome};
+
+    #[test]
+    fn timeouts_feed_latency_and_request_faults_say_nothing_about_the_connection() {
+        for t in [
+            TransportFailure::Timeout,
+            TransportFailure::ReadinessTimeout,
+            TransportFailure::IdleTimeout,
+        ] {
+            assert_eq!(strategy_outcome(Some(t), false), AttemptOutcome::Timeout);
+        }
+        assert_eq!(
+            strategy_outcome(Some(TransportFailure::ClientAbort), false),
+            AttemptOutcome::RequestError
+        );
+        assert_eq!(strategy_outcome(None, true), AttemptOutcome::RequestError);
+        assert_eq!(strategy_outcome(None, false), AttemptOutcome::Failure);
+        assert_eq!(
+            strategy_outcome(Some(TransportFailure::ConnectRefused), false),
+            AttemptOutcome::Failure
+        );
+    }
+}
