@@ -121,6 +121,9 @@ impl Runtime {
             SettingsStore::load(env, EnvLayer::from_lookup(env));
         let built = settings::build(&config, settings_store.env(), &settings_store.persisted());
         settings_warnings.extend(built.warnings.iter().map(|w| w.to_string()));
+        // The config's own warnings (an unknown strategy name …) are printed by `--check`
+        // and at startup with the settings' ones.
+        settings_warnings.extend(config.warnings().iter().map(|w| w.to_string()));
         let values = built.values();
         let index = ModelIndex::build(&config);
 

@@ -19,6 +19,7 @@ use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_h
 
 use super::pipeline::{self, Permits, RequestCtx};
 use super::report::Report;
+use super::select;
 use super::terminal;
 use super::translation::Translation;
 use crate::actors::{ConnHandle, ProviderHandle};
@@ -195,7 +196,7 @@ fn order_targets(
         .enumerate()
         .map(|(i, t)| {
             let provider = rt.provider(&t.provider);
-            Candidate {
+            let mut c = Candidate {
                 priority: u32::try_from(i).unwrap_or(u32::MAX),
                 weight: t.weight,
                 in_flight: provider.map_or(0, |p| p.inflight.load(Ordering::Relaxed)),
@@ -203,7 +204,11 @@ fn order_targets(
                 healthy: provider
                     .is_none_or(|p| !matches!(p.breaker.load().view, BreakerView::Open { .. })),
                 ..Candidate::new(i, stable_hash(target_key(t).as_bytes()))
+            };
+            if let Some(p) = provider {
+                select::fill_target(rt, p, &mut c, now);
             }
+            c
         })
         .collect();
     let mut ctx = SelectCtx::new(now);

@@ -23,6 +23,7 @@ use switchyard_shared::outcome::{
 };
 use switchyard_shared::restatement;
 use switchyard_shared::settings::ResilienceSettings;
+use switchyard_shared::strategy::AttemptOutcome;
 
 use super::report::UpstreamFailure;
 use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess, ProbeGuard};
@@ -141,6 +142,17 @@ fn judge(
         is_combo,
         request_scoped: false,
     });
+
+    // The strategies' inputs: the quota windows the error stated, and the attempt itself
+    // (a committed stream's latency and success were recorded at its commit point).
+    conn.observe_quota_headers(&headers, now, epoch);
+    if count_for_breaker {
+        conn.observe_attempt(
+            strategy_outcome(failure.transport, classification.request_scoped),
+            failure.elapsed_ms,
+            now,
+        );
+    }
 
     // Connection cooldown or model lockout. A request-scoped failure (context overflow, an
     // invalid parameter, an unknown route …) changes neither: it is this request's fault.
@@ -319,6 +331,40 @@ fn judge(
     }
 }
 
+/// How the latency and health strategies read a failed attempt: a timeout feeds the latency
+/// average, a request's own fault (or the client leaving) says nothing about the connection.
+fn strategy_outcome(transport: Option<TransportFailure>, request_scoped: bool) -> AttemptOutcome {
+    match transport {
+        Some(TransportFailure::ClientAbort) => AttemptOutcome::RequestError,
+        Some(
+            TransportFailure::Timeout
+            | TransportFailure::ReadinessTimeout
+            | TransportFailure::IdleTimeout,
+        ) => AttemptOutcome::Timeout,
+        _ if request_scoped => AttemptOutcome::RequestError,
+        _ => AttemptOutcome::Failure,
+    }
+}
+
+/// Feeds the strategies a successful attempt: its latency (to the answer, or to a stream's
+/// first content) and the quota windows its headers state.
+pub fn feed_success(
+    rt: &RoutingTable,
+    conn: &ConnHandle,
+    latency_ms: Millis,
+    quota_headers: &[(String, String)],
+) {
+    let now = rt.clock.now();
+    conn.observe_attempt(AttemptOutcome::Success, latency_ms, now);
+    if !quota_headers.is_empty() {
+        let headers: Vec<(&str, &str)> = quota_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        conn.observe_quota_headers(&headers, now, rt.clock.epoch_ms());
+    }
+}
+
 /// The block a failure puts on its connection once applied: a terminal state, a connection
 /// cooldown, or a model lockout (a lockout for a model that does not exist is not a wait, the
 /// 404 is the answer).
@@ -489,6 +535,32 @@ mod tests {
         assert_eq!(
             upstream_error_message(r#"{"error":{"message":"  "}}"#),
             None
+        );
+    }
+}
+
+#[cfg(test)]
+mod strategy_outcome_tests {
+    use super::{AttemptOutcome, TransportFailure, strategy_outcome};
+
+    #[test]
+    fn timeouts_feed_latency_and_request_faults_say_nothing_about_the_connection() {
+        for t in [
+            TransportFailure::Timeout,
+            TransportFailure::ReadinessTimeout,
+            TransportFailure::IdleTimeout,
+        ] {
+            assert_eq!(strategy_outcome(Some(t), false), AttemptOutcome::Timeout);
+        }
+        assert_eq!(
+            strategy_outcome(Some(TransportFailure::ClientAbort), false),
+            AttemptOutcome::RequestError
+        );
+        assert_eq!(strategy_outcome(None, true), AttemptOutcome::RequestError);
+        assert_eq!(strategy_outcome(None, false), AttemptOutcome::Failure);
+        assert_eq!(
+            strategy_outcome(Some(TransportFailure::ConnectRefused), false),
+            AttemptOutcome::Failure
         );
     }
 }

@@ -167,3 +167,26 @@ pub fn pick(
     }?;
     rt.connections.get(idx).cloned()
 }
+
+/// Fills a combo target's strategy inputs from its provider's connections: the best any of
+/// them shows (the lowest known latency, the latest success, the most quota left), since the
+/// target is served by whichever of them the connection strategy then picks.
+pub fn fill_target(rt: &RoutingTable, provider: &ProviderHandle, c: &mut Candidate, now: Millis) {
+    for conn in provider
+        .connections
+        .iter()
+        .filter_map(|&i| rt.connections.get(i))
+    {
+        let mut seen = Candidate::new(c.index, c.id_hash);
+        conn.fill_candidate(&mut seen, now);
+        c.latency_ms = match (c.latency_ms, seen.latency_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        c.last_success_at = c.last_success_at.max(seen.last_success_at);
+        c.quota = match (c.quota, seen.quota) {
+            (Some(a), Some(b)) if b.remaining > a.remaining => Some(b),
+            (a, b) => a.or(b),
+        };
+    }
+}

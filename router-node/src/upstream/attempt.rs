@@ -67,6 +67,8 @@ pub struct JsonSuccess {
     pub status: u16,
     /// Only headers safe for the client (content type, request ids, rate limits).
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The quota-window headers (lower-cased), for the strategies' inputs.
+    pub quota_headers: Vec<(String, String)>,
     pub body: Bytes,
     pub usage: Option<Usage>,
     pub elapsed_ms: Millis,
@@ -299,6 +301,7 @@ async fn json_success(
     Ok(JsonSuccess {
         status,
         headers: headers::for_client(resp.headers()),
+        quota_headers: headers::for_quota(resp.headers()),
         body: bytes,
         usage: probe.usage,
         elapsed_ms: 0,
@@ -380,6 +383,7 @@ async fn readiness_gate(
     let status = resp.status().as_u16();
     let kept = headers::for_classification(resp.headers());
     let client_headers = headers::for_client(resp.headers());
+    let quota_headers = headers::for_quota(resp.headers());
     let headers_at = clock.now();
     let mut upstream: UpstreamBody = Box::pin(resp.bytes_stream());
     let mut parser = SseParser::new();
@@ -471,6 +475,7 @@ async fn readiness_gate(
             now.saturating_sub(started),
             prefix,
             live,
-        ));
+        )
+        .with_quota_headers(quota_headers));
     }
 }

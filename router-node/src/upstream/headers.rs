@@ -26,6 +26,14 @@ fn wanted_for_classification(name: &str) -> bool {
         || name.starts_with("anthropic-ratelimit-")
 }
 
+/// The headers that state quota windows (what `switchyard_shared::quota_headers` reads).
+fn states_quota(name: &str) -> bool {
+    name == "x-model-quota-remaining"
+        || name.starts_with("x-ratelimit-")
+        || name.starts_with("anthropic-ratelimit-")
+        || name.starts_with("x-codex-")
+}
+
 fn safe_for_client(name: &str) -> bool {
     matches!(
         name,
@@ -39,6 +47,20 @@ pub(super) fn for_classification(headers: &HeaderMap) -> Vec<(String, String)> {
     headers
         .iter()
         .filter(|(name, _)| wanted_for_classification(name.as_str()))
+        .filter_map(|(name, value)| {
+            let text = value.to_str().ok()?;
+            Some((name.as_str().to_owned(), bounded(text).to_owned()))
+        })
+        .take(MAX_CLASSIFY_HEADERS)
+        .collect()
+}
+
+/// The quota-window headers of a successful answer, for the strategies' inputs. Nothing is
+/// allocated when the upstream sends none.
+pub(super) fn for_quota(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| states_quota(name.as_str()))
         .filter_map(|(name, value)| {
             let text = value.to_str().ok()?;
             Some((name.as_str().to_owned(), bounded(text).to_owned()))

@@ -100,6 +100,8 @@ pub struct CommittedStream {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// From the start of the attempt to the first content frame.
     pub ready_after_ms: Millis,
+    /// The quota-window headers (lower-cased), for the strategies' inputs.
+    pub quota_headers: Vec<(String, String)>,
     /// Silence after which a keep-alive is written; `0` = never.
     pub heartbeat_interval_ms: Millis,
     prefix: Vec<Bytes>,
@@ -129,10 +131,17 @@ impl CommittedStream {
             status,
             headers,
             ready_after_ms,
+            quota_headers: Vec::new(),
             heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS,
             prefix,
             live: Box::new(live),
         }
+    }
+
+    /// Attaches the quota-window headers of the answer.
+    pub(super) fn with_quota_headers(mut self, quota_headers: Vec<(String, String)>) -> Self {
+        self.quota_headers = quota_headers;
+        self
     }
 
     /// Sets the keep-alive interval (`0` disables keep-alives).

@@ -30,5 +30,6 @@ mod provider_cooldown;
 mod reload;
 mod resilience;
 mod sdk_compat;
+mod strategy_inputs;
 mod streams;
 mod upstream_misbehaviour;

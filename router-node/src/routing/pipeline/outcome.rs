@@ -45,6 +45,11 @@ pub fn on_success(
     let probe = ctx.probe.take();
     let generation = probe.as_ref().and_then(actors::ProbeGuard::generation);
     observe::on_success(rt, &provider, &conn, &ctx.model, probe, started);
+    let (latency_ms, quota_headers) = match &body {
+        RoutedBody::Json(ok) => (ok.elapsed_ms, &ok.quota_headers),
+        RoutedBody::Stream(stream) => (stream.ready_after_ms, &stream.quota_headers),
+    };
+    observe::feed_success(rt, &conn, latency_ms, quota_headers);
     if let Some(session) = &req.session {
         rt.affinity
             .pin(provider.idx, session, conn.idx, rt.clock.now());
