@@ -38,3 +38,4 @@ pub mod server;
 pub mod service;
 pub mod settings_action;
 pub mod status;
+pub mod usage;

@@ -35,6 +35,7 @@ pub mod sse;
 pub mod store;
 pub mod strategy;
 pub mod translate;
+pub mod usage;
 pub mod wire;
 
 /// Milliseconds on whatever clock the caller uses (a monotonic node clock, or Redis `TIME` in

@@ -36,31 +36,48 @@ pub async fn run(co: Arc<Coordinator>) {
     }
 }
 
-/// The admin address to scrape, or `None` for one bound to a wildcard (it names no host the
-/// coordinator could reach).
-pub fn scrape_url(admin_address: &str) -> Option<String> {
+/// The base URL of a node's admin listener, or `None` for one bound to a wildcard (it names
+/// no host the coordinator could reach).
+pub fn admin_base(admin_address: &str) -> Option<String> {
     let host = admin_address.rsplit_once(':').map(|(h, _)| h)?;
     let wildcard = matches!(host, "" | "0.0.0.0" | "[::]" | "::");
-    (!wildcard).then(|| format!("http://{admin_address}/metrics"))
+    (!wildcard).then(|| format!("http://{admin_address}"))
 }
 
-async fn round(co: &Coordinator, client: &reqwest::Client) -> Vec<(String, NodeCounters)> {
-    let Ok(nodes) = read::read_nodes(&co.store).await else {
-        return Vec::new();
-    };
+/// The admin address to scrape (see [`admin_base`]).
+pub fn scrape_url(admin_address: &str) -> Option<String> {
+    admin_base(admin_address).map(|base| format!("{base}/metrics"))
+}
+
+/// `(node id, admin base URL)` of every node whose heartbeat says it is up (or, with
+/// `include_stale`, late but not yet down) and whose admin address can be reached.
+pub async fn live_admin_addresses(
+    co: &Coordinator,
+    include_stale: bool,
+) -> Result<Vec<(String, String)>, switchyard_shared::store::StoreError> {
+    let nodes = read::read_nodes(&co.store).await?;
     let now = epoch_ms();
-    let targets: Vec<(String, String)> = nodes
+    Ok(nodes
         .iter()
         .filter_map(|n| {
             let hb = n.heartbeat.as_ref()?;
             let age = now.saturating_sub(hb.sent_at_ms);
-            if NodeState::of(Some(age), &co.params) != NodeState::Up {
-                return None;
+            match NodeState::of(Some(age), &co.params) {
+                NodeState::Up => {}
+                NodeState::Stale if include_stale => {}
+                _ => return None,
             }
-            Some((n.id.clone(), scrape_url(&hb.admin_address)?))
+            Some((n.id.clone(), admin_base(&hb.admin_address)?))
         })
-        .collect();
-    let fetches = targets.into_iter().map(|(node, url)| async move {
+        .collect())
+}
+
+async fn round(co: &Coordinator, client: &reqwest::Client) -> Vec<(String, NodeCounters)> {
+    let Ok(targets) = live_admin_addresses(co, false).await else {
+        return Vec::new();
+    };
+    let fetches = targets.into_iter().map(|(node, base)| async move {
+        let url = format!("{base}/metrics");
         let text = client.get(&url).send().await.ok()?.text().await.ok()?;
         Some((node, exposition::parse(&text)))
     });

@@ -25,6 +25,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/cluster/health"),
     ("GET", "/api/cluster/history"),
     ("GET", "/api/cluster/nodes"),
+    ("GET", "/api/cluster/usage"),
     ("GET", "/api/cluster/providers/{id}"),
     ("POST", "/api/cluster/providers/{id}/reset"),
     ("POST", "/api/cluster/reset"),
@@ -48,6 +49,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/api/cluster/health", web::get().to(read_routes::health))
         .route("/api/cluster/history", web::get().to(read_routes::history))
         .route("/api/cluster/nodes", web::get().to(read_routes::nodes))
+        .route("/api/cluster/usage", web::get().to(crate::usage::usage))
         .route(
             "/api/cluster/providers/{id}",
             web::get().to(read_routes::provider),

@@ -191,6 +191,24 @@ pub fn connection_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
         .ok_or_else(|| clear::connection_not_found(id).into())
 }
 
+/// The node's configured providers and connections, as the admin toolkit's clear
+/// validation looks them up.
+pub struct Catalogue<'a>(pub &'a Runtime);
+
+impl clear::Catalogue for Catalogue<'_> {
+    fn has_provider(&self, id: &str) -> bool {
+        self.0.provider_by_id.contains_key(id)
+    }
+
+    fn provider_of(&self, connection: &str) -> Option<&str> {
+        let conn = self
+            .0
+            .connections
+            .get(*self.0.conn_by_id.get(connection)?)?;
+        self.0.providers.get(conn.provider_idx).map(|p| &*p.id)
+    }
+}
+
 /// One reading of both clocks, to turn the node's monotonic policy times into Unix epoch
 /// milliseconds (what operators can compare with their own clocks).
 #[derive(Debug, Clone, Copy)]

@@ -20,10 +20,13 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use switchyard_shared::admin_kit::clear::{
+    CooldownClear, CooldownClearBody, LockoutClear, LockoutClearBody,
+};
 
 use super::auth::ManagementKey;
 use super::common::{
-    ApiError, ApiResult, Now, check_id, connection_idx, parse_query, provider_idx, require_json,
+    ApiError, ApiResult, Catalogue, Now, connection_idx, parse_query, provider_idx, require_json,
 };
 use super::views::{self, ConnClass};
 use super::{ACTOR_TIMEOUT, MAX_LIST};
@@ -97,76 +100,29 @@ pub async fn list_model_cooldowns(rt: Rt, _key: ManagementKey, req: HttpRequest)
     })))
 }
 
-/// Body of `DELETE /api/resilience/model-cooldowns`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeleteLockouts {
-    provider: Option<String>,
-    #[serde(alias = "connectionId")]
-    connection: Option<String>,
-    model: Option<String>,
-    all: Option<bool>,
-}
-
-/// `DELETE /api/resilience/model-cooldowns`: `{provider, connection?, model?}` or `{all:true}`.
+/// `DELETE /api/resilience/model-cooldowns`: `{provider, connection?, model?}` or `{all:true}`
+/// (validated by the admin toolkit, like the coordinator's).
 pub async fn delete_model_cooldowns(
     rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,
 ) -> ApiResult {
-    let body: DeleteLockouts = require_json(&req, payload).await?;
-    let (targets, model, all) = match body {
-        DeleteLockouts {
-            all: Some(true),
-            provider: None,
-            connection: None,
-            model: None,
-        } => (rt.connections.iter().collect::<Vec<_>>(), None, true),
-        DeleteLockouts { all: Some(_), .. } => {
-            return Err(field_error(
-                "all",
-                "`all` must be true and cannot be combined with provider, connection or model",
-            ));
-        }
-        DeleteLockouts { provider: None, .. } => {
-            return Err(field_error(
-                "provider",
-                "`provider` is required (or send {\"all\": true})",
-            ));
-        }
-        DeleteLockouts {
-            provider: Some(provider),
+    let body: LockoutClearBody = require_json(&req, payload).await?;
+    let (targets, model, all) = match body.validate(&Catalogue(&rt))? {
+        LockoutClear::All => (rt.connections.iter().collect::<Vec<_>>(), None, true),
+        LockoutClear::Provider {
+            provider,
             connection,
             model,
-            all: None,
         } => {
             let pidx = provider_idx(&rt, &provider)?;
-            if let Some(m) = &model
-                && (m.is_empty() || m.len() > 256)
-            {
-                return Err(field_error("model", "`model` must be 1 to 256 characters"));
-            }
-            let targets = match &connection {
-                Some(id) => {
-                    let conn = rt
-                        .connections
-                        .get(connection_idx(&rt, id)?)
-                        .filter(|c| c.provider_idx == pidx)
-                        .ok_or_else(|| {
-                            ApiError::not_found(
-                                "connection_not_found",
-                                format!("Provider {provider:?} has no connection {id:?}"),
-                            )
-                        })?;
-                    vec![conn]
-                }
-                None => rt
-                    .connections
-                    .iter()
-                    .filter(|c| c.provider_idx == pidx)
-                    .collect(),
-            };
+            let targets = rt
+                .connections
+                .iter()
+                .filter(|c| c.provider_idx == pidx)
+                .filter(|c| connection.as_deref().is_none_or(|id| *c.id == *id))
+                .collect();
             (targets, model, false)
         }
     };
@@ -199,11 +155,6 @@ pub async fn delete_model_cooldowns(
     Ok(HttpResponse::Ok().json(body))
 }
 
-fn field_error(field: &str, message: &str) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
-        .with_details(vec![(field.to_owned(), message.to_owned())])
-}
-
 // === cooldown manager ===
 
 /// `GET /api/resilience/cooldowns[?provider=]`.
@@ -223,72 +174,18 @@ pub async fn list_cooldowns(rt: Rt, _key: ManagementKey, req: HttpRequest) -> Ap
     })))
 }
 
-/// Body of `POST /api/resilience/cooldowns`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ClearBody {
-    connection_ids: Option<Vec<String>>,
-    all: Option<bool>,
-    provider: Option<String>,
-}
-
-/// `POST /api/resilience/cooldowns`: `{connectionIds:[…]}` or `{all:true, provider?}`.
+/// `POST /api/resilience/cooldowns`: `{connectionIds:[…]}` or `{all:true, provider?}`
+/// (validated by the admin toolkit, like the coordinator's).
 pub async fn clear_cooldowns(
     rt: Rt,
     key: ManagementKey,
     req: HttpRequest,
     payload: web::Payload,
 ) -> ApiResult {
-    let body: ClearBody = require_json(&req, payload).await?;
-    let targets: Vec<&Arc<ConnHandle>> = match body {
-        ClearBody {
-            connection_ids: Some(ids),
-            all: None,
-            provider: None,
-        } => {
-            if ids.is_empty() || ids.len() > MAX_LIST {
-                return Err(field_error(
-                    "connectionIds",
-                    "`connectionIds` must list 1 to 1000 connection ids",
-                ));
-            }
-            let unique: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-            let mut unknown = Vec::new();
-            let mut targets = Vec::new();
-            for (i, id) in unique.iter().enumerate() {
-                check_id(id, "connection").map_err(|e| {
-                    e.with_details(vec![(format!("connectionIds[{i}]"), "invalid id".into())])
-                })?;
-                match rt.connection(id) {
-                    Some(c) => targets.push(c),
-                    None => unknown.push(*id),
-                }
-            }
-            if !unknown.is_empty() {
-                return Err(ApiError::not_found(
-                    "connection_not_found",
-                    format!("Unknown connection id(s): {}", unknown.join(", ")),
-                )
-                .with_details(
-                    unknown
-                        .iter()
-                        .map(|id| ("connectionIds".to_owned(), format!("unknown id {id:?}")))
-                        .collect(),
-                ));
-            }
-            targets
-        }
-        ClearBody {
-            connection_ids: None,
-            all: Some(true),
-            provider,
-        } => connections_of(&rt, provider.as_deref())?,
-        _ => {
-            return Err(field_error(
-                "connectionIds",
-                "send either {\"connectionIds\": [...]} or {\"all\": true, \"provider\"?: id}",
-            ));
-        }
+    let body: CooldownClearBody = require_json(&req, payload).await?;
+    let targets: Vec<&Arc<ConnHandle>> = match body.validate(&Catalogue(&rt))? {
+        CooldownClear::Ids(ids) => ids.iter().filter_map(|id| rt.connection(id)).collect(),
+        CooldownClear::All { provider } => connections_of(&rt, provider.as_deref())?,
     };
     let at = rt.clock.now();
     let asks = targets.iter().map(|conn| async move {

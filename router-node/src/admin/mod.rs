@@ -21,6 +21,7 @@ pub mod health;
 pub mod openapi;
 pub mod rate_limits;
 pub mod resilience;
+pub mod usage;
 
 mod common;
 mod views;
@@ -28,6 +29,7 @@ mod views;
 use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use switchyard_shared::admin_kit;
 
 pub use common::ApiError;
 
@@ -35,10 +37,10 @@ pub use common::ApiError;
 pub const ACTOR_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Largest admin request body; anything bigger is refused with 413 before parsing.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub const MAX_BODY_BYTES: usize = admin_kit::MAX_BODY_BYTES;
 
 /// Most rows a list endpoint returns (and most ids one clear request may name).
-pub const MAX_LIST: usize = 1000;
+pub const MAX_LIST: usize = admin_kit::MAX_IDS;
 
 macro_rules! routes {
     ($( $method:ident $path:literal => $handler:path; )*) => {
@@ -67,69 +69,18 @@ routes! {
     post "/api/resilience/connections/{id}/reinstate" => cooldowns::reinstate;
     get "/api/rate-limits" => rate_limits::list;
     post "/api/rate-limits" => rate_limits::toggle;
+    get "/api/usage" => usage::usage;
 }
 
 /// The admin listener's fallback: 405 for a known path with another method, else 404, both in
-/// the error envelope.
+/// the error envelope (the admin toolkit's answer, the same as the coordinator's).
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
-    let path = req.path();
-    let known = ADMIN_ROUTES
-        .iter()
-        .chain(LISTENER_ROUTES)
-        .filter(|(_, template)| template_matches(template, path))
-        .map(|(method, _)| method.to_ascii_uppercase())
-        .collect::<Vec<_>>();
-    let error = if known.is_empty() {
-        ApiError::not_found("not_found", format!("No route for {} {path}", req.method()))
-    } else {
-        ApiError::new(
-            actix_web::http::StatusCode::METHOD_NOT_ALLOWED,
-            "invalid_request_error",
-            "method_not_allowed",
-            format!(
-                "{} is not allowed on {path}; use {}",
-                req.method(),
-                known.join(", ")
-            ),
-        )
-    };
-    error.response()
+    let method = req.method().as_str();
+    let routes = ADMIN_ROUTES.iter().chain(LISTENER_ROUTES);
+    ApiError::from(admin_kit::routes::fallback(method, req.path(), routes)).response()
 }
 
 /// Routes of the admin listener registered outside this module (probes, metrics); listed so
 /// the fallback can answer 405 for them and the OpenAPI test can require them.
 pub const LISTENER_ROUTES: &[(&str, &str)] =
     &[("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics")];
-
-/// Whether a concrete path matches a route template with `{param}` segments.
-fn template_matches(template: &str, path: &str) -> bool {
-    let mut t = template.split('/');
-    let mut p = path.split('/');
-    loop {
-        match (t.next(), p.next()) {
-            (None, None) => return true,
-            (Some(ts), Some(ps)) if ts.starts_with('{') && !ps.is_empty() => {}
-            (Some(ts), Some(ps)) if ts == ps => {}
-            _ => return false,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_match_concrete_paths() {
-        assert!(template_matches(
-            "/api/resilience/connections/{id}/reinstate",
-            "/api/resilience/connections/a-1/reinstate"
-        ));
-        assert!(!template_matches(
-            "/api/resilience/connections/{id}/reinstate",
-            "/api/resilience/connections//reinstate"
-        ));
-        assert!(!template_matches("/api/resilience", "/api/resilience/x"));
-        assert!(template_matches("/api/resilience", "/api/resilience"));
-    }
-}

@@ -18,7 +18,8 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard_shared::settings::{self, FieldError, SettingsPatch, apply_patch};
+use switchyard_shared::admin_kit::settings as admin_settings;
+use switchyard_shared::settings::{self, FieldError, apply_patch};
 
 use super::ACTOR_TIMEOUT;
 use super::auth::ManagementKey;
@@ -60,19 +61,6 @@ fn field_list(errors: &[FieldError]) -> Vec<Value> {
         .collect()
 }
 
-/// 400 `invalid_settings`, naming the first bad field in the message and all in `details`.
-fn invalid_settings(errors: Vec<FieldError>) -> ApiError {
-    let message = match errors.first() {
-        Some(first) if !first.path.is_empty() => {
-            format!("Invalid settings: {}: {}", first.path, first.message)
-        }
-        Some(first) => format!("Invalid settings: {}", first.message),
-        None => "Invalid settings".to_owned(),
-    };
-    ApiError::bad_request("invalid_settings", message)
-        .with_details(errors.into_iter().map(|e| (e.path, e.message)).collect())
-}
-
 /// 503 `settings_store_unavailable`: in redis mode the shared settings could not be read or
 /// written, so nothing was changed.
 fn cluster_unavailable(e: &switchyard_shared::store::StoreError) -> ApiError {
@@ -85,27 +73,6 @@ fn cluster_unavailable(e: &switchyard_shared::store::StoreError) -> ApiError {
     )
 }
 
-/// `a.b`, or `b` under an empty prefix.
-fn join(prefix: &str, field: &str) -> String {
-    if prefix.is_empty() {
-        field.to_owned()
-    } else {
-        format!("{prefix}.{field}")
-    }
-}
-
-/// The dotted path of every leaf a patch sets.
-fn leaf_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
-    match value {
-        Value::Object(map) if !map.is_empty() && !prefix.starts_with("provider_error_rules") => {
-            for (k, v) in map {
-                leaf_paths(v, &join(prefix, k), out);
-            }
-        }
-        _ => out.push(prefix.to_owned()),
-    }
-}
-
 /// `PATCH /api/resilience`.
 pub async fn patch_settings(
     rt: Rt,
@@ -116,25 +83,10 @@ pub async fn patch_settings(
     let raw = read_raw(&req, payload).await?;
     let text = std::str::from_utf8(&raw)
         .map_err(|_| ApiError::bad_request("invalid_json", "The body is not UTF-8 JSON"))?;
-    if text.trim().is_empty() {
-        return Err(ApiError::bad_request(
-            "missing_body",
-            "A JSON settings patch is required",
-        ));
-    }
-    let patch = SettingsPatch::from_json(text).map_err(invalid_settings)?;
-    if patch.is_empty() {
-        return Err(invalid_settings(vec![FieldError::new(
-            "",
-            "the patch sets no setting",
-        )]));
-    }
-    let mut paths = Vec::new();
-    leaf_paths(
-        &serde_json::to_value(&patch).unwrap_or(Value::Null),
-        "",
-        &mut paths,
-    );
+    // The toolkit's rules, the same as the coordinator's: 400 `missing_body` or
+    // `invalid_settings` naming every bad field.
+    let patch = admin_settings::parse_patch(text)?;
+    let paths = admin_settings::changed_paths(&patch);
 
     let store = &rt.settings_store;
     if let Some(cluster) = &rt.cluster {
@@ -145,7 +97,7 @@ pub async fn patch_settings(
     }
     // One patch at a time: from reading the layer to telling the actors.
     let _writer = store.lock_writer().await;
-    let next = apply_patch(&store.persisted(), &patch).map_err(invalid_settings)?;
+    let next = apply_patch(&store.persisted(), &patch).map_err(admin_settings::invalid_settings)?;
     let built = settings::build(&rt.config, store.env(), &next);
     if let Some(cluster) = &rt.cluster {
         // Redis first: a patch that cannot reach the other nodes changes nothing.
@@ -271,41 +223,4 @@ pub async fn reset_breakers(
         "failed": failed,
         "message": format!("Reset {} provider breaker(s)", reset.len()),
     })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_unknown_key_is_named_by_its_full_path() {
-        let errors =
-            SettingsPatch::from_json(r#"{"provider_breaker":{"apikey":{"failure_treshold":2}}}"#)
-                .unwrap_err();
-        let e = invalid_settings(errors);
-        assert_eq!(e.0.status, StatusCode::BAD_REQUEST);
-        assert_eq!(e.0.code, "invalid_settings");
-        let details = &e.0.fields["details"];
-        assert_eq!(
-            details[0]["field"],
-            "provider_breaker.apikey.failure_treshold"
-        );
-    }
-
-    #[test]
-    fn leaf_paths_list_every_set_value() {
-        let patch = SettingsPatch::from_json(
-            r#"{"provider_breaker":{"apikey":{"failure_threshold":2}},"request_queue":{"max_wait_ms":5}}"#,
-        )
-        .unwrap();
-        let mut paths = Vec::new();
-        leaf_paths(&serde_json::to_value(&patch).unwrap(), "", &mut paths);
-        assert_eq!(
-            paths,
-            [
-                "provider_breaker.apikey.failure_threshold",
-                "request_queue.max_wait_ms"
-            ]
-        );
-    }
 }

@@ -147,7 +147,7 @@ async fn json_or_error(
         Ok(routed) => {
             let resp = json_response(&routed, &request_id);
             access_log_ok(&request_id, &route_req, &routed, started, None);
-            record_usage(&rt, &routed);
+            record_usage(&rt, route_req.key_id(), &routed);
             drop(routed);
             timer.finish_with(resp, route_req.upstream_wait.get())
         }
@@ -278,7 +278,7 @@ fn committed_response(
         // The upstream answered a stream request with JSON: pass it through as is.
         let resp = json_response(&routed, &request_id);
         access_log_ok(&request_id, route_req, &routed, started, None);
-        record_usage(&rt, &routed);
+        record_usage(&rt, route_req.key_id(), &routed);
         return timer.finish_with(resp, route_req.upstream_wait.get());
     }
     let log = (request_id.clone(), started);
@@ -416,6 +416,14 @@ fn committed_body(
             line.finish();
         }
         rt.metrics.stream_end(provider.idx, &model, &end);
+        crate::admin::usage::record(
+            &rt,
+            key_id.as_deref(),
+            &model,
+            &provider.id,
+            &conn.id,
+            end.usage.as_ref(),
+        );
         timer.finish(200, Duration::ZERO);
     });
     let heartbeat = rt_heartbeat;
@@ -575,11 +583,20 @@ impl Drop for InflightGuard {
     }
 }
 
-/// Records the token usage of a routed JSON answer.
-fn record_usage(rt: &Runtime, routed: &Routed) {
-    if let RoutedBody::Json(ok) = &routed.body
-        && let Some(usage) = &ok.usage
-    {
+/// Records the token usage of a routed JSON answer (metrics and the usage ledger).
+fn record_usage(rt: &Runtime, key: Option<&str>, routed: &Routed) {
+    let RoutedBody::Json(ok) = &routed.body else {
+        return;
+    };
+    if let Some(usage) = &ok.usage {
         rt.metrics.usage(routed.provider.idx, &routed.model, usage);
     }
+    crate::admin::usage::record(
+        rt,
+        key,
+        &routed.model,
+        &routed.provider.id,
+        &routed.conn.id,
+        ok.usage.as_ref(),
+    );
 }

@@ -87,6 +87,16 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_key_is_named_by_its_full_path() {
+        let e =
+            parse_patch(r#"{"provider_breaker":{"apikey":{"failure_treshold":2}}}"#).unwrap_err();
+        assert_eq!(
+            e.details[0].field,
+            "provider_breaker.apikey.failure_treshold"
+        );
+    }
+
+    #[test]
     fn a_patch_lists_the_leaves_it_sets() {
         let patch =
             parse_patch(r#"{"provider_breaker":{"apikey":{"failure_threshold":3}}}"#).unwrap();

@@ -11,3 +11,4 @@ mod browser;
 mod health;
 mod leader;
 mod openapi;
+mod usage;

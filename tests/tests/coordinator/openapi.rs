@@ -59,8 +59,15 @@ async fn metrics_node() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     (addr, task)
 }
 
-/// Runs `validate_responses.py` on `samples`: (all valid, its output).
+/// Runs `validate_responses.py` on `samples` against the coordinator's document: (all valid,
+/// its output).
 async fn validate_answers(samples: &Value) -> (bool, String) {
+    validate_against("../docs/coordinator-openapi.json", samples).await
+}
+
+/// Runs `validate_responses.py` on `samples` against `document` (relative to the tests
+/// package): (all valid, its output).
+pub(crate) async fn validate_against(document: &str, samples: &Value) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let samples_path = dir.path().join("samples.json");
     std::fs::write(&samples_path, serde_json::to_vec(samples).unwrap()).unwrap();
@@ -68,13 +75,13 @@ async fn validate_answers(samples: &Value) -> (bool, String) {
     let mut answers = std::process::Command::new(&python);
     answers
         .arg(repo_file("openapi/validate_responses.py"))
-        .arg(repo_file("../docs/coordinator-openapi.json"))
+        .arg(repo_file(document))
         .arg(&samples_path);
     switchyard_tests::python::run(&mut answers, Duration::from_secs(60), "answers")
 }
 
 /// One answer to validate: the operation (path template) and what came back.
-fn sample(method: &str, template: &str, answer: (u16, Value)) -> Value {
+pub(crate) fn sample(method: &str, template: &str, answer: (u16, Value)) -> Value {
     json!({"method": method, "path": template, "status": answer.0, "body": answer.1})
 }
 

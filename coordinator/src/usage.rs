@@ -1,0 +1,151 @@
+//! `GET /api/cluster/usage[?since=&by=]`: the cluster's "who used what", the sum of every live
+//! node's `GET /api/usage`.
+//!
+//! Usage lives in each node's memory (one-minute buckets kept for a day), not in Redis: the
+//! request path writes nothing shared for it. So the coordinator asks each live node's admin
+//! listener, with the caller's own management bearer (the cluster shares one management key;
+//! the coordinator keeps only its digest and could not sign a request itself), and adds the
+//! answers group by group. A node that does not answer is named in `nodes.failed`, and the
+//! sums are then partial, which the answer says (`complete: false`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::future::join_all;
+use serde::Deserialize;
+use serde_json::json;
+use switchyard_shared::admin_kit::AdminError;
+use switchyard_shared::usage::{self, GroupBy, Row};
+
+use crate::auth::ManagementKey;
+use crate::error::{ApiError, ApiResult};
+use crate::history::sampler;
+use crate::read::epoch_ms;
+use crate::service::Coordinator;
+
+/// A node that does not answer within this is left out (and named).
+const NODE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// `GET /api/cluster/usage` query, as a node takes it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageQuery {
+    since: Option<String>,
+    by: Option<String>,
+}
+
+/// One node's answer, as far as the sum needs it.
+#[derive(Debug, Deserialize)]
+struct NodeAnswer {
+    rows: Vec<Row>,
+}
+
+/// `since` and `by`, checked here with the nodes' rules so a bad query is one 400, not one
+/// per node.
+fn parse(query: &UsageQuery, now: u64) -> Result<(u64, GroupBy), AdminError> {
+    let since = usage::parse_since(query.since.as_deref(), now).map_err(|m| {
+        AdminError::bad_request("invalid_query", m.clone()).with_details([("since", m)])
+    })?;
+    let by = match query.by.as_deref() {
+        None => GroupBy::Model,
+        Some(raw) => GroupBy::parse(raw).ok_or_else(|| {
+            let m = format!("`by` must be {}", GroupBy::NAMES);
+            AdminError::bad_request("invalid_query", m.clone()).with_details([("by", m)])
+        })?,
+    };
+    Ok((since, by))
+}
+
+/// `GET /api/cluster/usage`.
+pub async fn usage(
+    co: web::Data<Arc<Coordinator>>,
+    _key: ManagementKey,
+    req: HttpRequest,
+) -> ApiResult {
+    let query = web::Query::<UsageQuery>::from_query(req.query_string())
+        .map_err(|e| AdminError::bad_request("invalid_query", format!("Invalid query: {e}")))?;
+    let now = epoch_ms();
+    let (since, by) = parse(&query, now)?;
+    // A late node may still answer, and holds usage no other node has: ask it too.
+    let nodes = sampler::live_admin_addresses(&co, true)
+        .await
+        .map_err(|e| ApiError::store_unavailable(&e))?;
+    let bearer = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let client = reqwest::Client::builder()
+        .timeout(NODE_TIMEOUT)
+        .no_proxy()
+        .build()
+        .map_err(|_| ApiError::internal("internal_error", "no HTTP client"))?;
+    let by_name = serde_json::to_value(by)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let asks = nodes.iter().map(|(node, base)| {
+        let url = format!("{base}/api/usage?since={since}&by={by_name}");
+        let request = client.get(url).header("authorization", &bearer);
+        async move {
+            let answer = match request.send().await {
+                Ok(r) if r.status().is_success() => r
+                    .json::<NodeAnswer>()
+                    .await
+                    .map_err(|e| format!("unreadable answer: {e}")),
+                Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
+                Err(e) if e.is_timeout() => Err("timed out".to_owned()),
+                Err(_) => Err("unreachable".to_owned()),
+            };
+            (node.clone(), answer)
+        }
+    });
+    let mut answered = Vec::new();
+    let mut failed = Vec::new();
+    let mut rows = Vec::new();
+    for (node, answer) in join_all(asks).await {
+        match answer {
+            Ok(a) => {
+                answered.push(node);
+                rows.push(a.rows);
+            }
+            Err(error) => failed.push(json!({"node": node, "error": error})),
+        }
+    }
+    let rows = usage::merge_rows(rows);
+    Ok(HttpResponse::Ok().json(json!({
+        "since": since,
+        "until": now,
+        "by": by,
+        "complete": failed.is_empty(),
+        "totals": usage::total(&rows),
+        "rows": rows,
+        "nodes": {"asked": nodes.len(), "answered": answered, "failed": failed},
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_query_is_refused_before_any_node_is_asked() {
+        let q = |since: Option<&str>, by: Option<&str>| UsageQuery {
+            since: since.map(str::to_owned),
+            by: by.map(str::to_owned),
+        };
+        let now = 1_700_000_000_000;
+        assert_eq!(
+            parse(&q(Some("2h"), None), now).unwrap(),
+            (now - 7_200_000, GroupBy::Model)
+        );
+        let e = parse(&q(None, Some("team")), now).unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (400, "invalid_query"));
+        assert_eq!(e.details[0].field, "by");
+        let e = parse(&q(Some("3d"), None), now).unwrap_err();
+        assert_eq!(e.details[0].field, "since");
+    }
+}
