@@ -62,7 +62,8 @@ fn parse(query: &UsageQuery, now: u64) -> Result<(u64, GroupBy), ApiError> {
 }
 
 /// Records one answered request: the client key (when one was required), the model the
-/// provider served, and where it went.
+/// provider served, and where it went; and the key's token counters
+/// (`switchyard_client_key_token_usage_total`).
 pub fn record(
     rt: &Runtime,
     key: Option<&str>,
@@ -77,6 +78,9 @@ pub fn record(
         provider: provider.into(),
         connection: connection.into(),
     };
+    if let (Some(key), Some(reported)) = (key, reported) {
+        rt.metrics.key_usage(key, reported);
+    }
     let now = rt.clock.epoch_ms();
     if let Ok(mut ledger) = rt.stats.usage.lock() {
         ledger.record(now, tuple, Totals::of_request(reported));

@@ -162,6 +162,9 @@ pub struct Metrics {
     overhead: [Histogram; Route::COUNT],
     providers: Vec<ProviderMetrics>,
     provider_families: ProviderFamilies,
+    /// Token counters of each configured client key, by [`TokenType`].
+    key_tokens: HashMap<Box<str>, TokenCounters>,
+    key_tokens_family: IntCounterVec,
     queue_wait: Histogram,
     rejections: [IntCounter; RejectionType::COUNT],
     skips: Arc<SkipCounters>,
@@ -218,6 +221,37 @@ fn counter_vec(
     let vec = IntCounterVec::new(Opts::new(name, help), labels)?;
     registry.register(Box::new(vec.clone()))?;
     Ok(vec)
+}
+
+/// The token counters of every configured client key (a bounded set: keys come from the
+/// config, never from a request).
+fn resolve_key_tokens(
+    family: &IntCounterVec,
+    config: &Config,
+) -> prometheus::Result<HashMap<Box<str>, TokenCounters>> {
+    let mut out = HashMap::new();
+    for key in &config.api_keys {
+        let counters = children(TokenType::labels(), |t| {
+            family.get_metric_with_label_values(&[&key.id, t])
+        })?;
+        out.insert(Box::from(key.id.as_str()), counters);
+    }
+    Ok(out)
+}
+
+/// Adds the token counts of `usage` to `counters`, in [`TokenType`] order.
+fn count_tokens(counters: &TokenCounters, usage: &Usage) {
+    let values = [
+        usage.input,
+        usage.output,
+        usage.cache_read,
+        usage.cache_creation,
+    ];
+    for (counter, value) in counters.iter().zip(values) {
+        if let Some(n) = value.filter(|n| *n > 0) {
+            counter.inc_by(n);
+        }
+    }
 }
 
 /// The models a provider's token counters are labelled with: its `models` list, the models
@@ -313,6 +347,13 @@ impl Metrics {
             tokens,
         };
         let provider_metrics = provider_families.resolve(config, providers)?;
+        let key_tokens_family = counter_vec(
+            r,
+            "switchyard_client_key_token_usage_total",
+            "Tokens reported in upstream usage objects, by configured client key and type.",
+            &["api_key", "token_type"],
+        )?;
+        let key_tokens = resolve_key_tokens(&key_tokens_family, config)?;
 
         let queue_wait = Histogram::with_opts(
             HistogramOpts::new(
@@ -391,6 +432,8 @@ impl Metrics {
             overhead,
             providers: provider_metrics,
             provider_families,
+            key_tokens,
+            key_tokens_family,
             queue_wait,
             rejections,
             skips: Arc::new(SkipCounters(skips)),
@@ -443,6 +486,8 @@ impl Metrics {
             overhead: self.overhead.clone(),
             providers: provider_metrics,
             provider_families: self.provider_families.clone(),
+            key_tokens: resolve_key_tokens(&self.key_tokens_family, config)?,
+            key_tokens_family: self.key_tokens_family.clone(),
             queue_wait: self.queue_wait.clone(),
             rejections: self.rejections.clone(),
             skips: self.skips.clone(),
@@ -522,17 +567,14 @@ impl Metrics {
         let Some(p) = self.providers.get(provider) else {
             return;
         };
-        let counters = p.tokens.get(model).unwrap_or(&p.other_tokens);
-        let values = [
-            usage.input,
-            usage.output,
-            usage.cache_read,
-            usage.cache_creation,
-        ];
-        for (counter, value) in counters.iter().zip(values) {
-            if let Some(n) = value.filter(|n| *n > 0) {
-                counter.inc_by(n);
-            }
+        count_tokens(p.tokens.get(model).unwrap_or(&p.other_tokens), usage);
+    }
+
+    /// Counts the tokens of an upstream usage object against the client key that asked
+    /// (nothing for a request without a configured key).
+    pub fn key_usage(&self, key: &str, usage: &Usage) {
+        if let Some(counters) = self.key_tokens.get(key) {
+            count_tokens(counters, usage);
         }
     }
 

@@ -22,6 +22,10 @@ admin_listen = "127.0.0.1:2"
 require_api_key = false
 management_key_env = ""
 
+[[api_keys]]
+id = "team-a"
+key_env = "KEY"
+
 [[providers]]
 id = "listed"
 category = "apikey"
@@ -147,6 +151,27 @@ fn unconfigured_models_are_other() {
         Some(5.0)
     );
     assert!(!text.contains("client-invented-model"), "{text}");
+}
+
+#[test]
+fn tokens_are_counted_by_configured_client_key() {
+    let rt = runtime();
+    let usage = Usage {
+        input: Some(4),
+        output: Some(2),
+        cache_read: None,
+        cache_creation: None,
+    };
+    rt.metrics.key_usage("team-a", &usage);
+    rt.metrics.key_usage("team-a", &usage);
+    // A name that is not a configured key never becomes a label.
+    rt.metrics.key_usage("someone-else", &usage);
+    let text = rt.metrics.encode().unwrap();
+    let family = "switchyard_client_key_token_usage_total";
+    let at = |labels: &str| sample(&text, family, labels);
+    assert_eq!(at(r#"api_key="team-a",token_type="input""#), Some(8.0));
+    assert_eq!(at(r#"api_key="team-a",token_type="output""#), Some(4.0));
+    assert!(!text.contains("someone-else"), "{text}");
 }
 
 #[test]

@@ -189,6 +189,23 @@ async fn usage_is_summed_by_key_on_each_node_and_across_the_cluster() {
         billed_row(&on_b, "alice").output,
         alice.output - alice_a.output
     );
+    // The same tokens by key in Prometheus.
+    let exposition = http
+        .get(format!("{}/metrics", node_a.admin_url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = format!(
+        "switchyard_client_key_token_usage_total{{api_key=\"alice\",token_type=\"input\"}} {}",
+        alice_a.input
+    );
+    assert!(
+        exposition.lines().any(|l| l == line),
+        "no {line:?} in:\n{exposition}"
+    );
     let bad = admin(&http, &node_a, "/api/usage?by=team").await;
     assert_eq!(bad.0, 400, "{}", bad.1);
     assert_eq!(bad.1["error"]["code"], "invalid_query");
@@ -207,7 +224,10 @@ async fn usage_is_summed_by_key_on_each_node_and_across_the_cluster() {
     );
 
     // The cluster: both nodes' sums, once both heartbeats are in.
-    let c = Coordinator::start(&config("usage-coordinator"), &[("ALICE_KEY", ALICE), ("BOB_KEY", BOB)]);
+    let c = Coordinator::start(
+        &config("usage-coordinator"),
+        &[("ALICE_KEY", ALICE), ("BOB_KEY", BOB)],
+    );
     let cluster = eventually(Duration::from_secs(15), || async {
         let (status, body) = c.call("GET", "/api/cluster/usage?by=key", None).await;
         let answered = body["nodes"]["answered"].as_array()?.len();
