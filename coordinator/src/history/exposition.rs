@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 
 /// Attempts of the upstream duration histogram.
 const DURATION: &str = "switchyard_upstream_request_duration_seconds";
-/// Connection cooldowns set, by provider and reason.
+/// Failed upstream attempts, by provider and kind.
+const FAILURES: &str = "switchyard_upstream_attempt_failures_total";
+/// Connection cooldowns set, by provider and reason: the error count of a node too old to
+/// export [`FAILURES`] (a rolling upgrade).
 const COOLDOWNS: &str = "switchyard_cooldowns_total";
 
 /// One provider's cumulative counters on one node.
@@ -23,6 +26,8 @@ pub type NodeCounters = BTreeMap<String, Counters>;
 /// one (a scrape is a best effort, never an error).
 pub fn parse(text: &str) -> NodeCounters {
     let mut out = NodeCounters::new();
+    let mut cooldowns: BTreeMap<String, f64> = BTreeMap::new();
+    let mut has_failures = false;
     for line in text.lines() {
         if line.starts_with('#') {
             continue;
@@ -33,19 +38,31 @@ pub fn parse(text: &str) -> NodeCounters {
         let Some(provider) = label(labels, "provider") else {
             continue;
         };
+        if name == COOLDOWNS {
+            *cooldowns.entry(provider.to_owned()).or_default() += value;
+            continue;
+        }
         let suffix = name.strip_prefix(DURATION);
-        if name != COOLDOWNS && !matches!(suffix, Some("_count" | "_bucket")) {
+        if name != FAILURES && !matches!(suffix, Some("_count" | "_bucket")) {
             continue;
         }
         let entry = out.entry(provider.to_owned()).or_default();
         match suffix {
-            None => entry.errors += value,
+            None => {
+                has_failures = true;
+                entry.errors += value;
+            }
             Some("_count") => entry.requests = value,
             _ => {
                 if let Some(le) = label(labels, "le").and_then(parse_value) {
                     entry.buckets.push((le, value));
                 }
             }
+        }
+    }
+    if !has_failures {
+        for (provider, n) in cooldowns {
+            out.entry(provider).or_default().errors = n;
         }
     }
     for c in out.values_mut() {
@@ -163,6 +180,20 @@ switchyard_cooldowns_total{provider="p1",reason="server_error"} 4
 switchyard_requests_total{route="/v1/chat/completions",status_class="2xx"} 10
 garbage line {
 "#;
+
+    #[test]
+    fn failed_attempts_are_the_errors_when_a_node_exports_them() {
+        let text = format!(
+            "{TEXT}\
+             switchyard_upstream_attempt_failures_total{{provider=\"p0\",kind=\"http_5xx\"}} 5\n\
+             switchyard_upstream_attempt_failures_total{{provider=\"p0\",kind=\"rate_limited\"}} 2\n\
+             switchyard_upstream_attempt_failures_total{{provider=\"p1\",kind=\"http_5xx\"}} 0\n"
+        );
+        let parsed = parse(&text);
+        assert_eq!(parsed["p0"].errors, 7.0);
+        // Cooldowns no longer count once the node has the failure family.
+        assert_eq!(parsed["p1"].errors, 0.0);
+    }
 
     #[test]
     fn reads_requests_errors_and_buckets_per_provider() {

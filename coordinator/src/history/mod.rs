@@ -8,8 +8,9 @@
 //! ([`exposition`], [`ring`]) with time passed in; [`sampler`] is the loop that fetches.
 //!
 //! - requests/s: upstream attempts (`switchyard_upstream_request_duration_seconds_count`);
-//! - errors/s: failed attempts that cooled a connection (`switchyard_cooldowns_total`, all
-//!   reasons; the node has no per-provider failure counter besides it);
+//! - errors/s: failed upstream attempts, before or after the commit point
+//!   (`switchyard_upstream_attempt_failures_total`, all kinds; from a node too old to export
+//!   it, the cooldowns it set);
 //! - p95: from the increase of the attempt-duration histogram's buckets across all nodes, as
 //!   Prometheus' `histogram_quantile` would compute it.
 

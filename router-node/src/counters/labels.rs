@@ -225,6 +225,34 @@ impl From<StreamAbort> for AbortKind {
 }
 
 label_enum! {
+    /// `kind` of a failed upstream attempt (before or after the commit point), for the
+    /// per-provider error rate.
+    AttemptFailureKind {
+        RateLimited => "rate_limited",
+        ClientError => "http_4xx",
+        ServerError => "http_5xx",
+        InBand => "in_band",
+        StreamAbort => "stream_abort",
+        Transport => "transport",
+    }
+}
+
+impl AttemptFailureKind {
+    /// Pure: the kind of a failure from what the attempt saw (a watchdog abort first, then a
+    /// failure without a status, then an in-band error, then the status).
+    pub fn of(stream_abort: bool, status: Option<u16>, in_band: bool) -> Self {
+        match (stream_abort, status) {
+            (true, _) => Self::StreamAbort,
+            (false, None) => Self::Transport,
+            (false, Some(_)) if in_band => Self::InBand,
+            (false, Some(429)) => Self::RateLimited,
+            (false, Some(400..=499)) => Self::ClientError,
+            (false, Some(_)) => Self::ServerError,
+        }
+    }
+}
+
+label_enum! {
     /// `token_type` of token usage, as the upstream's usage object reports it. Cache tokens are
     /// split into reads and writes because providers bill them differently.
     TokenType {

@@ -62,8 +62,8 @@ pub use crate::counters::{CooldownCounts, TransitionCounts};
 pub use crate::upstream::wait::{UpstreamWait, WaitTimer};
 pub use collector::StateCollector;
 use labels::{
-    AbortKind, FallbackReason, OTHER, RejectionType, Route, SkipLabel, SkipReason, StatusClass,
-    TokenType,
+    AbortKind, AttemptFailureKind, FallbackReason, OTHER, RejectionType, Route, SkipLabel,
+    SkipReason, StatusClass, TokenType,
 };
 
 use crate::actors::ActorStats;
@@ -109,6 +109,8 @@ type TokenCounters = [IntCounter; TokenType::COUNT];
 /// The request-path handles of one provider.
 struct ProviderMetrics {
     upstream_duration: Histogram,
+    /// Failed attempts, by [`AttemptFailureKind`].
+    failures: [IntCounter; AttemptFailureKind::COUNT],
     time_to_first_content: Histogram,
     /// Configured models of the provider.
     tokens: HashMap<Box<str>, TokenCounters>,
@@ -120,6 +122,7 @@ struct ProviderMetrics {
 #[derive(Clone)]
 struct ProviderFamilies {
     upstream_duration: HistogramVec,
+    failures: IntCounterVec,
     ttfc: HistogramVec,
     tokens: IntCounterVec,
 }
@@ -145,6 +148,9 @@ impl ProviderFamilies {
             }
             out.push(ProviderMetrics {
                 upstream_duration: self.upstream_duration.get_metric_with_label_values(&[id])?,
+                failures: children(AttemptFailureKind::labels(), |k| {
+                    self.failures.get_metric_with_label_values(&[id, k])
+                })?,
                 time_to_first_content: self.ttfc.get_metric_with_label_values(&[id])?,
                 tokens: per_model,
                 other_tokens: model_tokens(OTHER)?,
@@ -341,8 +347,15 @@ impl Metrics {
             "Tokens reported in upstream usage objects, by provider, configured model and type.",
             &["provider", "model", "token_type"],
         )?;
+        let failures = counter_vec(
+            r,
+            "switchyard_upstream_attempt_failures_total",
+            "Failed upstream attempts (before or after the commit point), by provider and kind.",
+            &["provider", "kind"],
+        )?;
         let provider_families = ProviderFamilies {
             upstream_duration,
+            failures,
             ttfc,
             tokens,
         };
@@ -540,6 +553,9 @@ impl Metrics {
                 AttemptResult::Json(_) => p.upstream_duration.observe(elapsed.as_secs_f64()),
                 AttemptResult::Failed(f) => {
                     p.upstream_duration.observe(elapsed.as_secs_f64());
+                    let kind =
+                        AttemptFailureKind::of(f.stream_abort.is_some(), f.status, f.in_band_error);
+                    self.count(&p.failures, kind.index());
                     if let Some(abort) = f.stream_abort {
                         self.count(&self.watchdog_aborts, AbortKind::from(abort).index());
                     }
@@ -553,6 +569,18 @@ impl Metrics {
     pub fn stream_end(&self, provider: usize, model: &str, end: &StreamEnd) {
         if let Some(p) = self.providers.get(provider) {
             p.upstream_duration.observe(millis_to_secs(end.duration_ms));
+            // After the commit: a watchdog, a read error or an in-band error event (a client
+            // that left is not the upstream's failure).
+            let kind = match (&end.abort, &end.upstream_error, &end.stream_error) {
+                _ if end.client_disconnected => None,
+                (Some(_), _, _) => Some(AttemptFailureKind::StreamAbort),
+                (None, _, Some(_)) => Some(AttemptFailureKind::InBand),
+                (None, Some(_), None) => Some(AttemptFailureKind::Transport),
+                (None, None, None) => None,
+            };
+            if let Some(kind) = kind {
+                self.count(&p.failures, kind.index());
+            }
         }
         if let Some(usage) = &end.usage {
             self.usage(provider, model, usage);

@@ -175,6 +175,18 @@ fn tokens_are_counted_by_configured_client_key() {
 }
 
 #[test]
+fn attempt_failures_are_sorted_into_kinds() {
+    use crate::counters::labels::AttemptFailureKind as K;
+    assert_eq!(K::of(true, Some(200), true), K::StreamAbort);
+    assert_eq!(K::of(false, None, false), K::Transport);
+    assert_eq!(K::of(false, Some(429), true), K::InBand);
+    assert_eq!(K::of(false, Some(429), false), K::RateLimited);
+    assert_eq!(K::of(false, Some(404), false), K::ClientError);
+    assert_eq!(K::of(false, Some(529), false), K::ServerError);
+    assert_eq!(K::of(false, Some(500), false), K::ServerError);
+}
+
+#[test]
 fn labels_come_from_closed_sets() {
     assert_eq!(
         RejectionType::of_code("SEMAPHORE_TIMEOUT"),

@@ -339,6 +339,17 @@ async fn metrics_move_with_traffic_and_parse_with_promtool() {
         &[("provider", "q"), ("reason", "rate_limit_exceeded")],
         1.0,
     );
+    // The 503 and the 429 are failed attempts of their providers.
+    at_least(
+        "switchyard_upstream_attempt_failures_total",
+        &[("provider", "p"), ("kind", "http_5xx")],
+        1.0,
+    );
+    at_least(
+        "switchyard_upstream_attempt_failures_total",
+        &[("provider", "q"), ("kind", "rate_limited")],
+        1.0,
+    );
     at_least(
         "switchyard_connection_state",
         &[("connection", "c"), ("state", "cooldown")],
