@@ -284,3 +284,70 @@ fn secrets_of_the_contract_resolve_from_the_environment() {
     assert_eq!(secrets.client_keys.len(), 2);
     assert!(secrets.management_key_sha256.is_some());
 }
+
+/// Every key path in a TOML or JSON value: tables by name, arrays of tables as `name[]`.
+fn key_paths(
+    value: &serde_json::Value,
+    prefix: &str,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(path.clone());
+                key_paths(v, &path, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items.iter().filter(|i| i.is_object()) {
+                key_paths(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn text_paths(text: &str) -> std::collections::BTreeSet<String> {
+    let value: toml::Value = toml::from_str(text).unwrap();
+    let mut out = std::collections::BTreeSet::new();
+    key_paths(&serde_json::to_value(value).unwrap(), "", &mut out);
+    out
+}
+
+fn extensions_text() -> String {
+    std::fs::read_to_string(repo_root().join("deploy/examples/extensions.toml"))
+        .expect("deploy/examples/extensions.toml is committed")
+}
+
+/// The contract file cannot grow (it is the customer's, byte for byte), so every key
+/// Switchyard accepts beyond it is shown with its default in `deploy/examples/extensions.toml`,
+/// which must load. A key added to the config structs and shown in neither file fails here.
+#[test]
+fn every_key_beyond_the_contract_is_shown_in_extensions_toml() {
+    let extensions = Config::from_toml_str(&extensions_text()).unwrap_or_else(|e| panic!("{e}"));
+    let mut shown = text_paths(&copy_text());
+    shown.extend(text_paths(&extensions_text()));
+    let mut accepted = std::collections::BTreeSet::new();
+    for config in [load_copy(), extensions] {
+        key_paths(&serde_json::to_value(&config).unwrap(), "", &mut accepted);
+    }
+    // The file's resilience table is a patch (only what it sets serializes); the effective
+    // settings show every leaf.
+    let values =
+        settings::build(&load_copy(), &EnvLayer::default(), &Persisted::default()).values();
+    key_paths(
+        &serde_json::to_value(values).unwrap(),
+        "resilience",
+        &mut accepted,
+    );
+    let missing: Vec<&String> = accepted.difference(&shown).collect();
+    assert!(
+        missing.is_empty(),
+        "keys accepted but shown in neither the contract nor deploy/examples/extensions.toml:\n{missing:#?}"
+    );
+}

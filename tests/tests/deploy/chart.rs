@@ -149,6 +149,7 @@ fn example_configs_pass_the_node_check() {
         "cluster-node.toml",
         "demo-mock.toml",
         "embedded.toml",
+        "extensions.toml",
         "switchyard.example.toml",
     ] {
         assert!(
