@@ -188,9 +188,17 @@ fn assert_round_trip(
 }
 
 fn dropped(lines: &[Value]) -> String {
+    joined(lines, "dropped_params")
+}
+
+fn emulated(lines: &[Value]) -> String {
+    joined(lines, "emulated_params")
+}
+
+fn joined(lines: &[Value], field: &str) -> String {
     lines
         .iter()
-        .filter_map(|l| l["dropped_params"].as_str())
+        .filter_map(|l| l[field].as_str())
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -283,7 +291,9 @@ async fn claude_code_on_an_openai_provider() {
     }
     let (mock, node, result) = claude_code("openai").await;
     let lines = assert_round_trip("claude -p (openai provider)", result, &mock, &node);
-    assert!(dropped(&lines).contains("context_management"), "{lines:?}");
+    // Claude Code's context editing is done by Switchyard, not dropped.
+    assert!(emulated(&lines).contains("context_management"), "{lines:?}");
+    assert!(!dropped(&lines).contains("context_management"), "{lines:?}");
     // Every upstream request was translated to chat completions.
     let stats = mock.stats();
     assert!(
@@ -477,7 +487,8 @@ print("responses ok:", text)
     );
 }
 
-/// The policy through the node: a dropped field is named in `x-switchyard-dropped-params`;
+/// The policy through the node: a dropped field is named in `x-switchyard-dropped-params`, an
+/// emulated one in `x-switchyard-emulated-params`;
 /// `[translation] unknown_params = "refuse"` refuses an unknown hint field with a 400 naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_params_are_named_and_strict_mode_refuses_unknown_fields() {
@@ -519,11 +530,16 @@ async fn dropped_params_are_named_and_strict_mode_refuses_unknown_fields() {
                 .await
                 .unwrap();
             let status = resp.status().as_u16();
-            let header = resp
-                .headers()
-                .get("x-switchyard-dropped-params")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
+            let header = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let (header, emulated_header) = (
+                header("x-switchyard-dropped-params"),
+                header("x-switchyard-emulated-params"),
+            );
             let text = resp.text().await.unwrap();
             if strict {
                 assert_eq!(status, 400, "{text}");
@@ -533,7 +549,12 @@ async fn dropped_params_are_named_and_strict_mode_refuses_unknown_fields() {
                 assert_eq!(status, 200, "{text}\n{}", node.log());
                 assert_eq!(
                     header.as_deref(),
-                    Some("context_management,x_trace_context"),
+                    Some("x_trace_context"),
+                    "stream={stream}"
+                );
+                assert_eq!(
+                    emulated_header.as_deref(),
+                    Some("context_management"),
                     "stream={stream}"
                 );
             }
@@ -544,9 +565,76 @@ async fn dropped_params_are_named_and_strict_mode_refuses_unknown_fields() {
             assert!(
                 lines
                     .iter()
-                    .all(|l| l["dropped_params"] == "context_management,x_trace_context"),
+                    .all(|l| l["dropped_params"] == "x_trace_context"
+                        && l["emulated_params"] == "context_management"),
                 "{lines:?}"
             );
         }
     }
+}
+
+/// `context_management`'s `clear_tool_uses_20250919` on a chat provider: Switchyard clears the
+/// old tool results itself, so the upstream gets the short conversation; without the edit it
+/// gets the whole one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_management_clears_old_tool_results_before_a_chat_provider() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let config = format!(
+        "{}{}{}",
+        open_auth_no_queue(),
+        provider("p", "openai", &mock.base_url(), &["m1"], "", ""),
+        connection("p-k1", "p", "AGENT_UPSTREAM_KEY", ""),
+    );
+    let node = start_node(
+        config,
+        env(&[("AGENT_UPSTREAM_KEY", "sk-agent-upstream-0000000002")]),
+    )
+    .await;
+    // Six tool round trips, each result 4,000 characters (about 6,000 tokens in all).
+    let mut messages = vec![json!({"role": "user", "content": "fix the bug"})];
+    for i in 0..6 {
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": format!("toolu_{i}"), "name": "Read",
+             "input": {"file_path": format!("src/file{i}.rs")}}]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_{i}"),
+             "content": "x".repeat(4000)}]}));
+    }
+    let edit = json!({"edits": [{"type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 2000},
+        "keep": {"type": "tool_uses", "value": 1}}]});
+    let mut sizes = Vec::new();
+    for with_edit in [false, true] {
+        let mut body = json!({"model": "m1", "max_tokens": 16, "messages": messages});
+        if with_edit {
+            body["context_management"] = edit.clone();
+        }
+        let resp = http()
+            .post(format!("{}/v1/messages", node.client_url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let emulated = resp
+            .headers()
+            .get("x-switchyard-emulated-params")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(emulated.is_some(), with_edit, "{emulated:?}");
+        let stats = mock.stats();
+        let last = stats
+            .recent_bodies
+            .last()
+            .expect("the mock saw the request");
+        assert_eq!(last.route, "chat_completions");
+        sizes.push(last.len);
+    }
+    assert!(
+        sizes[0] > 24_000,
+        "the whole conversation goes up: {sizes:?}"
+    );
+    assert!(
+        sizes[1] < 8_000,
+        "five old results are cleared, one kept: {sizes:?}"
+    );
 }

@@ -24,7 +24,6 @@ use crate::access_log;
 use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
 use crate::reload::Rt;
-use crate::routing::translation::DROPPED_PARAMS_HEADER;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
 use crate::upstream::{AttemptFailure, StreamEnd};
@@ -176,8 +175,8 @@ fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
     b.insert_header(("x-switchyard-connection", routed.conn.id.to_string()));
     b.insert_header(("x-switchyard-attempts", routed.attempts.to_string()));
     b.insert_header(("x-request-id", request_id.to_owned()));
-    if let Some(dropped) = routed.translation.as_ref().and_then(|t| t.dropped()) {
-        b.insert_header((DROPPED_PARAMS_HEADER, dropped.to_owned()));
+    for header in routed.translation.iter().flat_map(|t| t.param_headers()) {
+        b.insert_header(header);
     }
     let body = scrub::scrub_bytes(&ok.body, routed.conn.api_key.as_deref());
     b.content_type("application/json").body(body)
@@ -282,18 +281,18 @@ fn committed_response(
         return timer.finish_with(resp, route_req.upstream_wait.get());
     }
     let log = (request_id.clone(), started);
-    let dropped = routed
+    let param_headers: Vec<(&str, String)> = routed
         .translation
-        .as_ref()
-        .and_then(|t| t.dropped())
-        .map(str::to_owned);
+        .iter()
+        .flat_map(|t| t.param_headers())
+        .collect();
     let body = committed_body(rt, routed, route_req, log, timer);
     let mut b = HttpResponse::Ok();
     for (k, v) in headers {
         b.insert_header((k, v));
     }
-    if let Some(dropped) = dropped {
-        b.insert_header((DROPPED_PARAMS_HEADER, dropped));
+    for header in param_headers {
+        b.insert_header(header);
     }
     b.content_type("text/event-stream")
         .insert_header(("cache-control", "no-cache"))
@@ -338,6 +337,10 @@ fn committed_body(
     let dropped = translation
         .as_ref()
         .and_then(|t| t.dropped())
+        .map(str::to_owned);
+    let emulated = translation
+        .as_ref()
+        .and_then(|t| t.emulated())
         .map(str::to_owned);
     let on_finish = Box::new(move |end: StreamEnd| {
         // Permits and in-flight counts are released here, exactly once.
@@ -412,6 +415,9 @@ fn committed_body(
                 .u64("duration_ms", millis(log.1.elapsed()));
             if let Some(dropped) = &dropped {
                 line.str("dropped_params", dropped);
+            }
+            if let Some(emulated) = &emulated {
+                line.str("emulated_params", emulated);
             }
             line.finish();
         }
@@ -524,6 +530,9 @@ fn access_log_ok(
         );
     if let Some(dropped) = routed.translation.as_ref().and_then(|t| t.dropped()) {
         line.str("dropped_params", dropped);
+    }
+    if let Some(emulated) = routed.translation.as_ref().and_then(|t| t.emulated()) {
+        line.str("emulated_params", emulated);
     }
     line.finish();
 }

@@ -93,15 +93,36 @@ pub struct Translation {
     /// Client fields the translation dropped, comma-separated (empty when none), for the
     /// `x-switchyard-dropped-params` header and the access log.
     pub dropped: String,
+    /// Client fields Switchyard applied itself instead of forwarding (`context_management`),
+    /// comma-separated, for the `x-switchyard-emulated-params` header and the access log.
+    pub emulated: String,
 }
 
 /// The response header naming the client fields a translation dropped.
 pub const DROPPED_PARAMS_HEADER: &str = "x-switchyard-dropped-params";
 
+/// The response header naming the client fields a translation emulated.
+pub const EMULATED_PARAMS_HEADER: &str = "x-switchyard-emulated-params";
+
 impl Translation {
     /// The dropped fields, when there are any.
     pub fn dropped(&self) -> Option<&str> {
         (!self.dropped.is_empty()).then_some(self.dropped.as_str())
+    }
+
+    /// The emulated fields, when there are any.
+    pub fn emulated(&self) -> Option<&str> {
+        (!self.emulated.is_empty()).then_some(self.emulated.as_str())
+    }
+
+    /// The response headers that name dropped and emulated fields.
+    pub fn param_headers(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        [
+            (DROPPED_PARAMS_HEADER, self.dropped()),
+            (EMULATED_PARAMS_HEADER, self.emulated()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?.to_owned())))
     }
 }
 
@@ -156,6 +177,7 @@ pub fn upstream_body(
             wire: plan.wire,
             ctx,
             dropped: translated.dropped.join(","),
+            emulated: translated.emulated.join(","),
         }),
     ))
 }

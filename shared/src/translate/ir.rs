@@ -30,6 +30,9 @@ pub(crate) struct Request {
     pub reasoning: Option<Reasoning>,
     /// Fields accepted and not forwarded, for the client's `x-switchyard-dropped-params`.
     pub dropped: Vec<String>,
+    /// Fields not forwarded because Switchyard did what they ask itself, for the client's
+    /// `x-switchyard-emulated-params`.
+    pub emulated: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -70,6 +70,9 @@ pub struct TranslatedRequest {
     /// (`client_metadata`) and `tools[<type>]` for tools the provider format cannot express.
     /// The node names them in `x-switchyard-dropped-params` and the access log.
     pub dropped: Vec<String>,
+    /// Client fields Switchyard applied itself instead of forwarding
+    /// (`context_management`), for `x-switchyard-emulated-params`.
+    pub emulated: Vec<String>,
 }
 
 /// [`translate_request`], also reporting what was dropped under the parameter policy
@@ -84,12 +87,14 @@ pub fn translate_request_detailed(
         return Ok(TranslatedRequest {
             body: body.clone(),
             dropped: Vec::new(),
+            emulated: Vec::new(),
         });
     }
     let req = request::decode(client, provider, body, opts.unknown_params)?;
     Ok(TranslatedRequest {
         body: request::encode(client, provider, &req, opts)?,
         dropped: req.dropped,
+        emulated: req.emulated,
     })
 }
 

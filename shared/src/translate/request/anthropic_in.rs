@@ -25,6 +25,7 @@ pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<
     };
     let mut system = Vec::new();
     let mut disable_parallel = None;
+    let mut context_management = None;
     for (key, value) in m {
         if value.is_null() {
             continue;
@@ -65,11 +66,8 @@ pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<
             "thinking" => req.reasoning = Some(thinking(value, target)?),
             // A scheduling hint for Anthropic's own capacity.
             "service_tier" => drops.known(key.as_str()),
-            // Server-side context editing only ever removes content (old thinking, old tool
-            // results) to keep a long conversation under the window; without it the request
-            // is the full conversation, which the model answers the same way, or which fails
-            // upstream on length as it would have anyway.
-            "context_management" => drops.known(key.as_str()),
+            // Server-side context editing: done here, once the messages are known.
+            "context_management" => context_management = Some(value),
             _ => {
                 let reason = match key.as_str() {
                     "top_k" => "top-k sampling has no counterpart",
@@ -81,6 +79,12 @@ pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<
         }
     }
     req.parallel_tool_calls = disable_parallel.map(|d: bool| !d);
+    if let Some(cm) = context_management {
+        for name in super::context_edits::apply(cm, &mut req)? {
+            drops.known(&name);
+        }
+        req.emulated.push("context_management".to_owned());
+    }
     system.append(&mut req.messages);
     req.messages = system;
     Ok(req)

@@ -8,6 +8,7 @@ mod anthropic_in;
 mod anthropic_out;
 mod chat_in;
 mod chat_out;
+mod context_edits;
 pub(crate) mod parts;
 mod responses_in;
 

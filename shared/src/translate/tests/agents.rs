@@ -41,8 +41,15 @@ fn captured_agent_requests_translate_with_the_documented_drops() {
         let (client, provider) = direction(&name);
         let out = translate_request_detailed(client, provider, &body, &TranslateOptions::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        if client == Format::Anthropic {
+            assert_eq!(
+                out.emulated,
+                vec!["context_management".to_owned()],
+                "{name}"
+            );
+        }
         let expected: &[&str] = match client {
-            Format::Anthropic => &["context_management"],
+            Format::Anthropic => &[],
             _ => &[
                 "store",
                 "include",
@@ -92,7 +99,7 @@ fn strict_mode_refuses_hosted_tools_but_keeps_known_drops() {
             // Claude Code sends only fields with a documented classification.
             Format::Anthropic => {
                 let out = result.unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert!(out.dropped.contains(&"context_management".to_owned()));
+                assert!(out.emulated.contains(&"context_management".to_owned()));
             }
             // Codex offers hosted tools (`web_search`), which strict mode refuses.
             _ => {

@@ -87,7 +87,7 @@ fn anthropic_and_responses_refusals_name_their_parameter() {
         let err = refusal(ANTHROPIC, CHAT, anthropic(key, json!(1)));
         assert_eq!(err.param(), Some(key));
     }
-    // Server-side context editing is dropped (named), not refused: see docs/translation.md.
+    // Server-side context editing is emulated (named), not refused: see docs/translation.md.
     let out = crate::translate::translate_request_detailed(
         ANTHROPIC,
         CHAT,
@@ -95,7 +95,8 @@ fn anthropic_and_responses_refusals_name_their_parameter() {
         &TranslateOptions::default(),
     )
     .unwrap();
-    assert_eq!(out.dropped, vec!["context_management".to_owned()]);
+    assert!(out.dropped.is_empty(), "{:?}", out.dropped);
+    assert_eq!(out.emulated, vec!["context_management".to_owned()]);
     let err = refusal(
         ANTHROPIC,
         CHAT,
