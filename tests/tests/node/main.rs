@@ -20,6 +20,7 @@ mod docs_truth;
 mod error_corpus_replay;
 mod error_effects_table;
 mod error_semantics;
+mod error_wiring;
 mod errors;
 mod leases;
 mod lifecycle;

@@ -1,0 +1,119 @@
+//! Settings and signals of the error contract that must reach classification and the state
+//! they drive, end to end against the real node binary and the mock upstream: runtime
+//! `provider_error_rules`, the response headers kept for classification, and the quota
+//! preflight.
+//!
+//! Each test reads the resulting state back through the admin API and through what the next
+//! request does (helpers shared with [`crate::error_semantics`]).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_tests::mock_upstream::Route;
+
+use crate::error_semantics::{MGMT_KEY, Setup, json_fault, prelude, setup};
+use crate::support::eventually;
+use crate::support::http::*;
+
+impl Setup {
+    /// `PATCH /api/resilience`.
+    async fn patch_settings(&self, body: &Value) -> Reply {
+        send(
+            self.http
+                .patch(format!("{}/api/resilience", self.node.admin_url()))
+                .bearer_auth(MGMT_KEY)
+                .json(body),
+        )
+        .await
+    }
+
+    /// Waits until connection `id` is cooling and returns its row.
+    async fn cooled_row(&self, id: &str) -> Value {
+        let cooled = eventually(Duration::from_secs(3), || async {
+            self.row(id).await["cooldownRemainingMs"]
+                .as_u64()
+                .is_some_and(|ms| ms > 0)
+        })
+        .await;
+        let row = self.row(id).await;
+        assert!(cooled, "{id} is not cooling: {row}");
+        row
+    }
+}
+
+/// A 400 the built-in table reads as the request's own fault, but which this operator knows
+/// to be the workspace's spend cap.
+const SPEND_CAP_400: &str = r#"{"error":{"message":"Workspace spend cap reached for this billing period.","type":"invalid_request_error","param":null,"code":null}}"#;
+
+/// The operator rule that makes [`SPEND_CAP_400`] a 30 s connection cooldown.
+const SPEND_CAP_RULE: &str = "\n[[providers.error_rules]]\nstatus = 400\n\
+    match = \"workspace spend cap\"\nscope = \"connection\"\nreason = \"quota_exhausted\"\n\
+    cooldown_ms = 30000\n";
+
+/// `provider_error_rules` sent by `PATCH /api/resilience` apply to the next failure, exactly
+/// as the same rule in the config file: the connection cools for the rule's 30 s with the
+/// rule's reason, and the patch reports nothing as not applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patched_provider_error_rules_apply_like_file_rules() {
+    let config = prelude()
+        + &provider("filed", "openai", "{URL}", &["gpt-4o-mini"], "", "")
+        + SPEND_CAP_RULE
+        + &connection("filed-k1", "filed", "UP_FILED", "")
+        + &provider("patched", "openai", "{URL}", &["gpt-4o-mini"], "", "")
+        + &connection("patched-k1", "patched", "UP_PATCHED", "");
+    let s = setup(
+        config,
+        &[
+            ("UP_FILED", "sk-errwire-filed-0001"),
+            ("UP_PATCHED", "sk-errwire-patched-0002"),
+        ],
+    )
+    .await;
+
+    // Without the rule the 400 is request-scoped: nothing changes.
+    s.mock
+        .script(
+            json_fault(400, SPEND_CAP_400)
+                .on_route(Route::ChatCompletions)
+                .times(1),
+        )
+        .unwrap();
+    let r = s
+        .post("/v1/chat/completions", &chat("patched/gpt-4o-mini", false))
+        .await;
+    assert_eq!(r.status, 400, "{r:#?}");
+    s.assert_untouched("patched-k1", "patched", "no rule yet")
+        .await;
+
+    let r = s
+        .patch_settings(&json!({"provider_error_rules": {"patched": [{
+            "status": 400, "match": "workspace spend cap", "scope": "connection",
+            "reason": "quota_exhausted", "cooldown_ms": 30000
+        }]}}))
+        .await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(r.json()["notApplied"], json!([]), "{r:#?}");
+
+    for (model, id) in [
+        ("filed/gpt-4o-mini", "filed-k1"),
+        ("patched/gpt-4o-mini", "patched-k1"),
+    ] {
+        s.mock
+            .script(
+                json_fault(400, SPEND_CAP_400)
+                    .on_route(Route::ChatCompletions)
+                    .times(1),
+            )
+            .unwrap();
+        let r = s.post("/v1/chat/completions", &chat(model, false)).await;
+        r.assert_error(429, "rate_limit_error", "connection_cooldown");
+        let row = s.cooled_row(id).await;
+        let remaining = row["cooldownRemainingMs"].as_u64().unwrap();
+        assert!(
+            (20_000..=30_000).contains(&remaining),
+            "{id}: the rule's 30 s: {row}"
+        );
+        assert_eq!(row["lastErrorType"], "quota_exhausted", "{id}: {row}");
+        assert_eq!(row["lockouts"], json!([]), "{id}: {row}");
+    }
+}
