@@ -117,3 +117,40 @@ async fn patched_provider_error_rules_apply_like_file_rules() {
         assert_eq!(row["lockouts"], json!([]), "{id}: {row}");
     }
 }
+
+/// A Codex (ChatGPT plan) usage-limit 429 whose body names no reset, with the `x-codex-*`
+/// headers that state the spent 5-hour window: the headers reach classification, and the
+/// connection cools until that window's reset (3 h 51 min), not for the 5 s OAuth backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_window_headers_reach_classification() {
+    let config = prelude()
+        + &crate::error_semantics::provider_of("oauth", "codex", "openai", "{URL}", &["gpt-5"])
+        + &connection("codex-k1", "codex", "UP_CODEX", "");
+    let s = setup(config, &[("UP_CODEX", "sk-errwire-codex-0003")]).await;
+    s.mock
+        .script(
+            json_fault(
+                429,
+                r#"{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","plan_type":"plus"}}"#,
+            )
+            .header("x-codex-primary-used-percent", "100")
+            .header("x-codex-primary-window-minutes", "300")
+            .header("x-codex-primary-reset-after-seconds", "13873")
+            .header("x-codex-secondary-used-percent", "80")
+            .header("x-codex-secondary-window-minutes", "10080")
+            .header("x-codex-secondary-reset-after-seconds", "316705")
+            .times(1),
+        )
+        .unwrap();
+    let r = s
+        .post("/v1/chat/completions", &chat("codex/gpt-5", false))
+        .await;
+    assert_eq!(r.status, 429, "{r:#?}");
+    let row = s.cooled_row("codex-k1").await;
+    let remaining = row["cooldownRemainingMs"].as_u64().unwrap();
+    assert!(
+        (13_860_000..=13_873_000).contains(&remaining),
+        "cooled until the spent window's reset (13 873 s): {row}"
+    );
+    assert_eq!(row["lastErrorType"], "quota_exhausted", "{row}");
+}
