@@ -49,6 +49,7 @@ pub fn prepare(
         probe: None,
         gate_rejection: None,
         fallback: false,
+        retries: super::retry::TargetRetries::default(),
     }))
 }
 
