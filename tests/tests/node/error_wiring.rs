@@ -154,3 +154,63 @@ async fn codex_window_headers_reach_classification() {
     );
     assert_eq!(row["lastErrorType"], "quota_exhausted", "{row}");
 }
+
+/// Quota windows keep their fixed length on every connection profile: Ollama Cloud's
+/// "weekly usage limit" cools a `local` connection (and an API-key one) for the weekly
+/// window, 24 h, as it does an OAuth one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weekly_window_is_a_day_on_every_profile() {
+    let weekly = r#"{"error":"you (acct) have reached your weekly usage limit, upgrade for higher limits: https://ollama.com/upgrade"}"#;
+    let mut config = prelude();
+    for category in ["local", "apikey", "oauth"] {
+        config += &crate::error_semantics::provider_of(
+            category,
+            &format!("ollama-{category}"),
+            "openai",
+            "{URL}",
+            &["gpt-oss:120b"],
+        );
+        config += &connection(
+            &format!("k-{category}"),
+            &format!("ollama-{category}"),
+            &format!("UP_{}", category.to_uppercase()),
+            "",
+        );
+    }
+    let s = setup(
+        config,
+        &[
+            ("UP_LOCAL", "sk-errwire-local-0004"),
+            ("UP_APIKEY", "sk-errwire-apikey-0005"),
+            ("UP_OAUTH", "sk-errwire-oauth-0006"),
+        ],
+    )
+    .await;
+    for category in ["local", "apikey", "oauth"] {
+        s.mock
+            .script(
+                json_fault(429, weekly)
+                    .on_route(Route::ChatCompletions)
+                    .times(1),
+            )
+            .unwrap();
+        let model = format!("ollama-{category}/gpt-oss:120b");
+        let r = s.post("/v1/chat/completions", &chat(&model, false)).await;
+        assert_eq!(r.status, 429, "{category}: {r:#?}");
+        let told: u64 = r
+            .header("retry-after")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let reset = r.json()["error"]["reset_seconds"].as_u64().unwrap_or(0);
+        assert!(
+            told > 86_340 && reset > 86_340,
+            "{category}: the client is told the weekly window: {r:#?}"
+        );
+        let row = s.cooled_row(&format!("k-{category}")).await;
+        let remaining = row["cooldownRemainingMs"].as_u64().unwrap();
+        assert!(
+            remaining > 86_400_000 - 60_000,
+            "{category}: the weekly window is 24 h, got {remaining} ms: {row}"
+        );
+    }
+}
