@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_tests::mock_upstream::Route;
+use switchyard_tests::mock_upstream::{FaultSpec, Route};
 
 use crate::error_semantics::{MGMT_KEY, Setup, json_fault, prelude, setup};
 use crate::support::eventually;
@@ -212,5 +212,98 @@ async fn weekly_window_is_a_day_on_every_profile() {
             remaining > 86_400_000 - 60_000,
             "{category}: the weekly window is 24 h, got {remaining} ms: {row}"
         );
+    }
+}
+
+/// Two connections of one provider (`ca` first by priority) and a combo `only-a` over a
+/// provider whose single connection is `ca`'s twin; `preflight` is the `[quota_preflight]`
+/// table (empty: the default, off).
+async fn preflight_setup(preflight: &str) -> Setup {
+    let config = prelude()
+        + preflight
+        + &provider("pa", "openai", "{URL}", &["gpt-4o-mini"], "", "")
+        + &connection("ca", "pa", "UP_CA", "priority = 1")
+        + &connection("cb", "pa", "UP_CB", "priority = 2")
+        + &provider("pq", "openai", "{URL}", &["gpt-4o-mini"], "", "")
+        + &connection("cq", "pq", "UP_CQ", "")
+        + "\n[[combos]]\nname = \"only-q\"\nstrategy = \"priority\"\n\
+           targets = [{ target = \"pq/gpt-4o-mini\" }]\n";
+    let s = setup(
+        config,
+        &[
+            ("UP_CA", "sk-errwire-ca-0007"),
+            ("UP_CB", "sk-errwire-cb-0008"),
+            ("UP_CQ", "sk-errwire-cq-0009"),
+        ],
+    )
+    .await;
+    // `ca` and `cq` serve, but say their request window is 99 % spent for the next minute.
+    for key in ["sk-errwire-ca-0007", "sk-errwire-cq-0009"] {
+        s.mock
+            .script(
+                FaultSpec::new()
+                    .for_key(key)
+                    .header("x-ratelimit-limit-requests", "100")
+                    .header("x-ratelimit-remaining-requests", "1")
+                    .header("x-ratelimit-reset-requests", "60s"),
+            )
+            .unwrap();
+    }
+    s
+}
+
+/// With `[quota_preflight] enabled = true`, a connection whose last answer reported a quota
+/// window at or below the threshold (2 % left by default) is skipped until the window resets:
+/// the next request goes to the provider's other connection, and a combo whose only target
+/// is cut off answers 503 with the target's reason `quota_cutoff` and the window's reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_preflight_skips_a_nearly_spent_connection() {
+    let s = preflight_setup("\n[quota_preflight]\nenabled = true\n").await;
+    let first = s
+        .post("/v1/chat/completions", &chat("pa/gpt-4o-mini", false))
+        .await;
+    assert_eq!(first.status, 200, "{first:#?}");
+    assert_eq!(first.connection(), "ca");
+    let next = s
+        .post("/v1/chat/completions", &chat("pa/gpt-4o-mini", false))
+        .await;
+    assert_eq!(next.status, 200, "{next:#?}");
+    assert_eq!(next.connection(), "cb", "ca is cut off: {next:#?}");
+
+    let served = s.post("/v1/chat/completions", &chat("only-q", false)).await;
+    assert_eq!(served.status, 200, "{served:#?}");
+    let dispatched = s.mock.stats().requests_total;
+    let r = s.post("/v1/chat/completions", &chat("only-q", false)).await;
+    let v = r.assert_error(503, "service_unavailable", "ALL_TARGETS_SKIPPED");
+    assert_eq!(
+        v["error"]["skippedTargets"][0]["reason"], "quota_cutoff",
+        "{v}"
+    );
+    let retry: u64 = r
+        .header("retry-after")
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(0);
+    assert!((50..=60).contains(&retry), "the window's reset: {r:#?}");
+    assert_eq!(
+        s.mock.stats().requests_total,
+        dispatched,
+        "nothing was sent to the cut-off connection"
+    );
+}
+
+/// Off by default: the same answers leave every connection eligible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_preflight_is_off_by_default() {
+    let s = preflight_setup("").await;
+    for _ in 0..2 {
+        let r = s
+            .post("/v1/chat/completions", &chat("pa/gpt-4o-mini", false))
+            .await;
+        assert_eq!(r.status, 200, "{r:#?}");
+        assert_eq!(r.connection(), "ca", "{r:#?}");
+    }
+    for _ in 0..2 {
+        let r = s.post("/v1/chat/completions", &chat("only-q", false)).await;
+        assert_eq!(r.status, 200, "{r:#?}");
     }
 }
