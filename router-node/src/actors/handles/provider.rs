@@ -1,8 +1,8 @@
 //! A provider as the hot path sees it: the breaker view published by its breaker actor.
 
-use switchyard_shared::quota_preflight::Thresholds;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
+use switchyard_shared::quota_preflight::Thresholds;
 
 use actix::Addr;
 use arc_swap::ArcSwap;
