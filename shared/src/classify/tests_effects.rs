@@ -226,7 +226,8 @@ fn corpus_wordings_are_recognised() {
 /// that header reset is the window's length, not the connection's backoff.
 #[test]
 fn a_spent_codex_window_in_the_headers_sets_the_quota_window() {
-    let text = r#"{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached"}}"#;
+    let text =
+        r#"{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached"}}"#;
     let codex = |headers| ClassifyInput {
         provider_id: "codex",
         headers,
@@ -260,7 +261,10 @@ fn a_spent_codex_window_in_the_headers_sets_the_quota_window() {
         ("x-codex-primary-used-percent", "40"),
         ("x-codex-primary-reset-after-seconds", "13873"),
     ];
-    assert_eq!(classify(&codex(&open)).cooldown, CooldownHint::ScaledBackoff);
+    assert_eq!(
+        classify(&codex(&open)).cooldown,
+        CooldownHint::ScaledBackoff
+    );
     // The generic quota-window rows read the same headers: a subscription text with a spent
     // window waits for its reset, not for the row's fixed hour.
     let c = classify(&ClassifyInput {

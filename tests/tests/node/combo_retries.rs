@@ -48,7 +48,11 @@ fn hits(s: &Setup, key: &str) -> u64 {
 async fn a_combo_target_is_retried_after_its_delay() {
     let s = combo("max_retries = 1\nretry_delay_ms = 300").await;
     let r = call(&s).await;
-    assert_eq!(r.connection(), "ca", "the first target served its retry: {r:#?}");
+    assert_eq!(
+        r.connection(),
+        "ca",
+        "the first target served its retry: {r:#?}"
+    );
     assert_eq!(r.attempts(), 2, "{r:#?}");
     assert_eq!(hits(&s, KEY_A), 2);
     assert_eq!(hits(&s, KEY_B), 0, "the combo did not move on");

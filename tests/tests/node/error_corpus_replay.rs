@@ -288,7 +288,13 @@ fn check_client(what: &str, r: &Reply, want: &Value, anthropic: bool, errs: &mut
 /// `reset_seconds` (whole seconds, rounded up) within the cooldown's own tolerance. A window
 /// cut short anywhere between classification and the answer shows here even where the
 /// admin view's numbers look plausible.
-fn check_told_wait(what: &str, r: &Reply, cooldown: &Value, category: &str, errs: &mut Vec<String>) {
+fn check_told_wait(
+    what: &str,
+    r: &Reply,
+    cooldown: &Value,
+    category: &str,
+    errs: &mut Vec<String>,
+) {
     let Ok(v) = serde_json::from_str::<Value>(&r.body) else {
         return;
     };
@@ -299,7 +305,9 @@ fn check_told_wait(what: &str, r: &Reply, cooldown: &Value, category: &str, errs
         return;
     };
     let Some(told_s) = v["error"]["reset_seconds"].as_u64() else {
-        errs.push(format!("{what}: connection_cooldown without reset_seconds: {v}"));
+        errs.push(format!(
+            "{what}: connection_cooldown without reset_seconds: {v}"
+        ));
         return;
     };
     let told = told_s * 1000;

@@ -41,7 +41,13 @@ pub(crate) fn prelude() -> String {
 }
 
 /// A provider of `category` (the shared helper writes API-key providers only).
-pub(crate) fn provider_of(category: &str, id: &str, format: &str, url: &str, models: &[&str]) -> String {
+pub(crate) fn provider_of(
+    category: &str,
+    id: &str,
+    format: &str,
+    url: &str,
+    models: &[&str],
+) -> String {
     provider(id, format, url, models, "", "").replacen(
         "category = \"apikey\"",
         &format!("category = \"{category}\""),

@@ -188,7 +188,11 @@ mod tests {
         }]);
         assert_eq!(decide(&state, &policy(3)), None);
         // The model just got locked, or the connection is out for good.
-        let locked = round(vec![failed(0, Some(429), cooling(500, CoolingScope::Model))]);
+        let locked = round(vec![failed(
+            0,
+            Some(429),
+            cooling(500, CoolingScope::Model),
+        )]);
         assert_eq!(decide(&locked, &policy(3)), None);
         let terminal = round(vec![failed(
             0,
