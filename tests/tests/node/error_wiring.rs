@@ -307,3 +307,71 @@ async fn quota_preflight_is_off_by_default() {
         assert_eq!(r.status, 200, "{r:#?}");
     }
 }
+
+/// An Anthropic stream that delivers some content, then an in-band `error` event.
+fn committed_then_error(error_type: &str) -> Vec<u8> {
+    let start = json!({"type": "message_start", "message": {"id": "msg_02", "type": "message",
+        "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null,
+        "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
+    let block = json!({"type": "content_block_start", "index": 0,
+        "content_block": {"type": "text", "text": ""}});
+    let delta = json!({"type": "content_block_delta", "index": 0,
+        "delta": {"type": "text_delta", "text": "Hello, here is the first part"}});
+    let error = json!({"type": "error", "error": {"type": error_type, "message": "mid-answer"}});
+    format!(
+        "event: message_start\ndata: {start}\n\nevent: content_block_start\ndata: {block}\n\n\
+         event: content_block_delta\ndata: {delta}\n\nevent: error\ndata: {error}\n\n"
+    )
+    .into_bytes()
+}
+
+/// After the commit point an in-band error event is read by its type for the connection's
+/// state, as before the commit: a `rate_limit_error` cools the connection as a 429, an
+/// `overloaded_error` as a 529, never as a connection reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_stream_error_events_are_classified_by_their_type() {
+    let config = prelude()
+        + &provider("ant", "anthropic", "{URL}", &["claude-sonnet-4-5"], "", "")
+        + &connection("ant-k1", "ant", "UP_ANT_1", "");
+    let s = setup(config, &[("UP_ANT_1", "sk-ant-errwire-ant-0010")]).await;
+    for (error_type, status, reason) in [
+        ("rate_limit_error", 429, "rate_limit_exceeded"),
+        ("overloaded_error", 529, "model_capacity"),
+    ] {
+        s.mock
+            .script(
+                FaultSpec::raw(200, "text/event-stream", committed_then_error(error_type))
+                    .on_route(Route::Messages)
+                    .times(1),
+            )
+            .unwrap();
+        let r = post_stream(
+            &s.http,
+            &s.node.client_url(),
+            "/v1/messages",
+            &messages("ant/claude-sonnet-4-5", true),
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{error_type}: committed: {}", r.everything());
+        assert!(
+            r.everything().contains("first part"),
+            "{error_type}: the content was delivered: {}",
+            r.everything()
+        );
+        let row = s.cooled_row("ant-k1").await;
+        assert_eq!(row["lastStatus"], status, "{error_type}: {row}");
+        assert_eq!(row["lastErrorType"], reason, "{error_type}: {row}");
+        let breaker = s.breaker("ant").await;
+        assert_eq!(breaker["failureCount"], 0, "{error_type}: {breaker}");
+        // Cleared for the next round.
+        let r = send(
+            s.http
+                .post(format!("{}/api/resilience/cooldowns", s.node.admin_url()))
+                .bearer_auth(MGMT_KEY)
+                .json(&json!({"all": true})),
+        )
+        .await;
+        assert!(r.status < 300, "{r:#?}");
+    }
+}
