@@ -111,19 +111,27 @@ fn serve_file(
                 let current = cell.clone();
                 crate::cluster_sync::start(cluster, Arc::new(move || current.load()));
             }
-            // Embedded mode: restore the stored connection state before the actors are
-            // seeded from the handles (redis mode keeps it in the cluster hash instead).
+            // Embedded mode: restore the stored connection state and lockouts before the
+            // actors are seeded from the handles, and the open breakers they start from
+            // (redis mode keeps all of it in the cluster store instead).
+            let mut breakers = std::collections::HashMap::new();
             if rt.cluster.is_none()
                 && let Some(dir) = env(crate::state::settings_store::STATE_DIR_ENV)
             {
-                crate::actors::persist::open(Path::new(&dir), &rt.connections, rt.clock);
+                breakers = crate::actors::persist::open(
+                    Path::new(&dir),
+                    &rt.connections,
+                    &rt.providers,
+                    rt.clock,
+                );
             }
-            crate::actors::start_actors(
+            crate::actors::start_actors_seeded(
                 &rt.providers,
                 &rt.connections,
                 &rt.settings.load(),
                 &arbiter.handle(),
                 rt.actor_stats.clone(),
+                &breakers,
             );
             let servers = server::bind(cell.clone())?;
             rt.lifecycle.ready.store(true, Ordering::Release);

@@ -179,11 +179,14 @@ impl Runtime {
                 conn_indices.push(cidx);
             }
             provider_by_id.insert(provider.id.clone(), pidx);
-            providers.push(Arc::new(ProviderHandle::new(
-                pidx,
-                provider.clone(),
-                conn_indices,
-            )));
+            let preflight = &config.quota_preflight;
+            providers.push(Arc::new(
+                ProviderHandle::new(pidx, provider.clone(), conn_indices).with_quota_preflight(
+                    preflight
+                        .enabled
+                        .then(|| preflight.thresholds(&provider.id)),
+                ),
+            ));
             restatement.push(restatement_rules(provider));
             error_rules.push(operator_rules(provider));
         }

@@ -179,6 +179,8 @@ impl ProviderBreakerActor {
             failure_count: self.breaker.failure_count(),
         };
         if **self.provider.breaker.load() != next {
+            // Embedded mode with a state directory: an open breaker survives a restart.
+            crate::actors::persist::record_breaker(&self.provider.id, &next);
             self.provider.breaker.store(Arc::new(next));
         }
     }

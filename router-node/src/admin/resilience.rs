@@ -32,10 +32,11 @@ use crate::runtime::Runtime;
 /// them. (Prefixes of dotted paths; none since the queues and the affinity TTL apply live.)
 const RESTART_REQUIRED: &[&str] = &[];
 
-/// Settings this node version stores but does not consult yet (runtime error rules are not
-/// wired into classification); a patch of them is accepted for forward compatibility and
-/// reported in `notApplied`. (`session_leases.ttl_ms` is read by every lease operation.)
-const NOT_APPLIED: &[&str] = &["provider_error_rules"];
+/// Settings this node version stores but does not consult yet; a patch of them is accepted
+/// for forward compatibility and reported in `notApplied`. (None: `provider_error_rules` are
+/// read by classification at every failure, `session_leases.ttl_ms` by every lease
+/// operation.)
+const NOT_APPLIED: &[&str] = &[];
 
 /// `GET /api/resilience`.
 pub async fn get_settings(rt: Rt, _key: ManagementKey) -> ApiResult {

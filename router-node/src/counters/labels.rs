@@ -120,6 +120,7 @@ label_enum! {
         ProviderCooldown => "provider_cooldown",
         ConnectionCooldown => "connection_cooldown",
         ModelLockout => "model_lockout",
+        QuotaCutoff => "quota_cutoff",
         Terminal => "terminal",
         NotAllowed => "not_allowed",
         NoConnections => "no_connections",

@@ -14,7 +14,6 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::json;
-use switchyard_shared::classify::TransportFailure;
 use switchyard_shared::sse::{self, Format};
 use tokio::sync::mpsc;
 
@@ -26,7 +25,7 @@ use crate::metrics::labels::Route;
 use crate::reload::Rt;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
-use crate::upstream::{AttemptFailure, StreamEnd};
+use crate::upstream::StreamEnd;
 
 pub async fn chat_completions(rt: Rt, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     handle(rt.get_ref().clone(), req, payload, ClientFormat::OpenAiChat).await
@@ -347,48 +346,10 @@ fn committed_body(
         drop(permits);
         // After the commit point the breaker has already counted this attempt (as a success
         // at commit); a later failure only informs the connection (error fields, cooldown).
-        if !end.client_disconnected {
-            let failure = match (&end.abort, &end.upstream_error, &end.stream_error) {
-                (Some(abort), _, _) => Some(AttemptFailure {
-                    status: None,
-                    transport: Some(end.transport.unwrap_or_else(|| transport_of(abort.code()))),
-                    headers: Vec::new(),
-                    body: String::new(),
-                    message: abort.message().to_owned(),
-                    stream_abort: Some(*abort),
-                    elapsed_ms: end.duration_ms,
-                    in_band_error: false,
-                }),
-                (None, Some(err), _) => Some(AttemptFailure {
-                    status: None,
-                    transport: Some(end.transport.unwrap_or(TransportFailure::ConnectionReset)),
-                    headers: Vec::new(),
-                    body: String::new(),
-                    message: scrub::scrub_text(err, log_secret.as_deref()),
-                    stream_abort: None,
-                    elapsed_ms: end.duration_ms,
-                    in_band_error: false,
-                }),
-                (None, None, Some(se)) => Some(AttemptFailure {
-                    status: Some(crate::upstream::IN_BAND_ERROR_STATUS),
-                    transport: None,
-                    headers: Vec::new(),
-                    body: scrub::scrub_text(
-                        &format!("{} {}", se.error_type, se.message),
-                        log_secret.as_deref(),
-                    ),
-                    message: scrub::scrub_text(&se.message, log_secret.as_deref()),
-                    stream_abort: None,
-                    elapsed_ms: end.duration_ms,
-                    in_band_error: true,
-                }),
-                _ => None,
-            };
-            if let Some(f) = failure {
-                crate::routing::observe::after_commit_failure(
-                    &rt, &provider, &conn, &model, &target, &f,
-                );
-            }
+        if let Some(f) = crate::upstream::failure_after_commit(&end, log_secret.as_deref()) {
+            crate::routing::observe::after_commit_failure(
+                &rt, &provider, &conn, &model, &target, &f,
+            );
         }
         if let Some(mut line) = access_log::Line::start("request") {
             line.str("request_id", &log.0)
@@ -457,15 +418,6 @@ fn committed_body(
                 }))
             }
         },
-    }
-}
-
-fn transport_of(code: &str) -> TransportFailure {
-    match code {
-        "stream_idle_timeout" => TransportFailure::IdleTimeout,
-        "STREAM_READINESS_TIMEOUT" => TransportFailure::ReadinessTimeout,
-        "STREAM_EARLY_EOF" => TransportFailure::EarlyEof,
-        _ => TransportFailure::Stall,
     }
 }
 

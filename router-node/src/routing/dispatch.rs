@@ -126,10 +126,24 @@ async fn route_resolved(
             },
         ),
     };
+    // A combo's same-target retries, and the deadline their delays must stay inside (the
+    // combo timeout `route` put around this call, started just before it).
+    let (max_retries, retry_delay_ms, deadline) = match &resolved {
+        Resolved::Combo(c) => (
+            c.options.max_retries,
+            c.options.retry_delay_ms,
+            (c.options.combo_timeout_ms > 0)
+                .then(|| rt.clock.now().saturating_add(c.options.combo_timeout_ms)),
+        ),
+        Resolved::Direct(_) => (0, 0, None),
+    };
     let mut rc = RequestCtx {
         is_combo: combo.is_some(),
         max_attempts,
         target_timeout_ms,
+        max_retries,
+        retry_delay_ms,
+        deadline,
         excluded: Vec::new(),
         report: Report {
             skips: Some(rt.metrics.skips()),

@@ -116,11 +116,21 @@ fn judge(
     let use_hints = settings
         .cooldown_params(provider.config.category, conn.config.disable_cooling)
         .use_upstream_retry_hints;
-    let operator = rt
+    let file_rules = rt
         .error_rules
         .get(provider.idx)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
+    // Runtime rules (PATCH or `[resilience.provider_error_rules]`) go first, read per failure
+    // so that a patch applies to the next one.
+    let merged;
+    let operator = match settings.provider_error_rules.get(&*provider.id) {
+        Some(runtime) if !runtime.is_empty() => {
+            merged = classify::ErrorRule::with_runtime(runtime, file_rules);
+            merged.as_slice()
+        }
+        _ => file_rules,
+    };
     let text = format!("{} {}", failure.message, failure.body);
     let upstream_error = classify::parse_error_body(&failure.body);
     let classification = classify::classify(&ClassifyInput {

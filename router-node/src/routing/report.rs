@@ -49,6 +49,11 @@ pub enum TargetSkip {
     Blocked {
         connections: Vec<BlockedConnection>,
     },
+    /// The quota preflight cut off every connection left: each reported a quota window
+    /// nearly spent (listed as cooling for a spent quota until the window resets).
+    QuotaCutoff {
+        connections: Vec<BlockedConnection>,
+    },
     /// The API key may not use any connection of this target.
     NotAllowed,
     /// The provider has no connections.
@@ -106,6 +111,7 @@ impl TargetSkip {
                     "connection_cooldown"
                 }
             }
+            Self::QuotaCutoff { .. } => "quota_cutoff",
             Self::NotAllowed => "not_allowed",
             Self::NoConnections => "no_connections",
             Self::Saturated { .. } => "concurrency_cap",
@@ -119,7 +125,7 @@ impl TargetSkip {
             Self::CircuitOpen { retry_after_ms } | Self::ProviderCooldown { retry_after_ms } => {
                 Some(*retry_after_ms)
             }
-            Self::Blocked { connections } => connections
+            Self::Blocked { connections } | Self::QuotaCutoff { connections } => connections
                 .iter()
                 .filter_map(|c| match c.block {
                     ConnectionBlock::Cooling { remaining_ms, .. } => Some(remaining_ms),
@@ -150,7 +156,7 @@ impl TargetSkip {
     pub fn lock_reason(&self) -> Option<LockReason> {
         match self {
             Self::CircuitOpen { .. } => Some(LockReason::parse("circuit_open")),
-            Self::Blocked { connections } => connections
+            Self::Blocked { connections } | Self::QuotaCutoff { connections } => connections
                 .iter()
                 .filter_map(|c| match c.block {
                     ConnectionBlock::Cooling {

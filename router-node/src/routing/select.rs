@@ -1,7 +1,8 @@
 //! Choosing a connection within a provider for one target.
 //!
-//! Eligibility reads only snapshots (cooldown, terminal status, model lockout) plus the request's
-//! own exclusions and the API key's allowed connections. The session pin is consulted *after*
+//! Eligibility reads only snapshots (cooldown, terminal status, model lockout, and with the
+//! quota preflight on, the quota windows the connection's last answers reported) plus the
+//! request's own exclusions and the API key's allowed connections. The session pin is consulted *after*
 //! filtering (a cooling connection is never forced), then the provider's connection strategy
 //! picks among the rest. Cost is proportional to this provider's connections only.
 
@@ -11,6 +12,7 @@ use std::sync::atomic::Ordering;
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{BlockedConnection, ConnectionBlock, CoolingScope};
 use switchyard_shared::outcome::FailureReason;
+use switchyard_shared::quota_preflight::Preflight;
 use switchyard_shared::strategy::{self, Candidate, SelectCtx, Strategy, stable_hash};
 
 use crate::actors::{ConnHandle, ProviderHandle};
@@ -23,6 +25,9 @@ pub struct Eligibility {
     pub blocked: Vec<BlockedConnection>,
     pub not_allowed: usize,
     pub total: usize,
+    /// How many of `blocked` the quota preflight cut off (their reported quota window is
+    /// nearly spent).
+    pub quota_cut: usize,
 }
 
 /// Filters `provider`'s connections for `model`. `leased`: the request holds an exclusive
@@ -92,6 +97,22 @@ pub fn eligible(
                     reason: lock_failure_reason(lock.reason),
                 },
             });
+            continue;
+        }
+        // The quota preflight (`[quota_preflight] enabled`): a window the last answers
+        // reported as nearly spent keeps the connection out until that window resets.
+        if let Some(thresholds) = &provider.quota_preflight
+            && let Preflight::Cutoff { until, .. } = conn.quota_preflight(thresholds, now)
+        {
+            out.blocked.push(BlockedConnection {
+                connection: conn.id.to_string(),
+                block: ConnectionBlock::Cooling {
+                    remaining_ms: until.saturating_sub(now).max(1),
+                    scope: CoolingScope::Connection,
+                    reason: FailureReason::QuotaExhausted,
+                },
+            });
+            out.quota_cut += 1;
             continue;
         }
         out.candidates

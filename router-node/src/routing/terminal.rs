@@ -187,7 +187,9 @@ pub fn after_pass(
                 .with_retry_after_ms(retry_after_ms)
                 .with_field("provider", record.provider.as_str()),
             ),
-            TargetSkip::Blocked { connections } => {
+            // A quota cut-off is answered like the cooldown it stands for: a wait when the
+            // window resets soon, else 429 with the window's reset as `reset_seconds`.
+            TargetSkip::Blocked { connections } | TargetSkip::QuotaCutoff { connections } => {
                 blocked(rt, record, connections, Some((waits, waited_ms)))
             }
             TargetSkip::NotAllowed => AfterPass::Fail(GatewayError::forbidden(

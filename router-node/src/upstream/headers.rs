@@ -22,6 +22,9 @@ fn wanted_for_classification(name: &str) -> bool {
         || name == SERVICE_HINT_HEADER
         // MiniMax's per-model quota (`a=0,b=42`): its built-in rule reads it.
         || name == "x-model-quota-remaining"
+        // Codex / ChatGPT plans state their 5-hour and weekly windows (used share, reset):
+        // a usage-limit 429 is cooled until the spent window's reset.
+        || name.starts_with("x-codex-")
         || name.starts_with("x-ratelimit-")
         || name.starts_with("anthropic-ratelimit-")
 }

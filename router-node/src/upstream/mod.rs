@@ -20,6 +20,7 @@
 //! including when the client disconnects and the body is dropped, which also drops the
 //! upstream response and so cancels the upstream request.
 
+mod after_commit;
 mod attempt;
 mod body;
 pub mod client;
@@ -31,6 +32,7 @@ pub mod wait;
 #[cfg(test)]
 mod tests;
 
+pub use after_commit::failure_after_commit;
 pub use attempt::{
     AttemptFailure, AttemptResult, ERROR_BODY_READ_MS, IN_BAND_ERROR_STATUS, JsonSuccess,
     MAX_PREFIX_BYTES, attempt, attempt_waiting,

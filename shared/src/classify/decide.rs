@@ -246,10 +246,12 @@ fn decide(c: &Ctx<'_>) -> Draft {
         };
     }
 
-    // The upstream's stated reset, whether or not the profile lets it set the cooldown.
+    // The upstream's stated reset, whether or not the profile lets it set the cooldown: a
+    // retry header or the body, else the reset of a window the quota headers say is spent.
     let stated_reset = i
         .upstream_hint_ms
         .filter(|ms| *ms > 0)
+        .or_else(|| table::spent_window_reset(i.headers, i.now_epoch_ms))
         .map(|ms| ms.min(MAX_HINT_MS));
 
     // Rows 6–9 are quota windows, not hints: they set their window whatever

@@ -149,8 +149,34 @@ impl ErrorRule {
     pub fn cooldown_ms(&self) -> Option<Millis> {
         self.cooldown_ms
     }
+    /// The provider's effective rules in the order they are consulted: the runtime rules
+    /// (`provider_error_rules`, set by `PATCH /api/resilience` or the file's
+    /// `[resilience.provider_error_rules]`) first, then its `[[providers.error_rules]]`. A
+    /// runtime rule is read exactly as the same rule in the file.
+    pub fn with_runtime(runtime: &[crate::config::ErrorRule], file: &[ErrorRule]) -> Vec<Self> {
+        runtime
+            .iter()
+            .map(Self::from)
+            .chain(file.iter().cloned())
+            .collect()
+    }
+
     /// Whether the rule applies to `status` and the lower-cased error text.
     pub(super) fn matches(&self, status: u16, lowered: &str) -> bool {
         self.status == status && lowered.contains(self.match_text.as_str())
+    }
+}
+
+impl From<&crate::config::ErrorRule> for ErrorRule {
+    /// The file's rule as classification reads it: an absent reason is the classifier's own
+    /// reason for that status ([`FailureReason::Unknown`]), an absent cooldown the backoff.
+    fn from(r: &crate::config::ErrorRule) -> Self {
+        Self::new(
+            r.status,
+            &r.pattern,
+            r.scope,
+            r.reason.unwrap_or(FailureReason::Unknown),
+            r.cooldown_ms,
+        )
     }
 }

@@ -96,7 +96,8 @@ pub const ROUTE_NOT_FOUND_RULE: &str = "route_not_found_404";
 pub enum MatchedRule {
     /// A decision-table row, a built-in table or provider rule, or a transport kind.
     Builtin(&'static str),
-    /// The operator rule at this index of the provider's `error_rules`.
+    /// The operator rule at this index of the provider's effective rules (the runtime
+    /// `provider_error_rules` first, then `error_rules`; see [`ErrorRule::with_runtime`]).
     Operator(usize),
 }
 

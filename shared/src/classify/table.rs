@@ -287,20 +287,22 @@ const AGENTROUTER_RULES: [ProviderRule; 2] = [
 ];
 
 /// Codex (ChatGPT subscription): `usage_limit_reached` names the spent window's reset in
-/// `resets_in_seconds` (the 5-hour or the weekly window, whichever is active); the whole
-/// account waits for it.
+/// `resets_in_seconds` (the 5-hour or the weekly window, whichever is active), or its
+/// `x-codex-*` headers name the spent window and its reset; the whole account waits for it.
 const CODEX_RULES: [ProviderRule; 1] = [|c| {
     if c.status != 429 || !c.lowered.contains("usage_limit_reached") {
         return None;
     }
-    let secs = json_number_after(c.lowered, "\"resets_in_seconds\":")?;
+    let reset_ms = json_number_after(c.lowered, "\"resets_in_seconds\":")
+        .map(|secs| secs.saturating_mul(1000))
+        .or_else(|| spent_window_reset(c.headers, c.now_epoch_ms))?;
     Some(ProviderRuleMatch {
         window: true,
         ..matched(
             "codex-usage-limit-window",
             QuotaExhausted,
             LockScope::Connection,
-            Action::Upstream(secs.saturating_mul(1000)),
+            Action::Upstream(reset_ms),
         )
     })
 }];
@@ -312,6 +314,27 @@ fn json_number_after(text: &str, key: &str) -> Option<Millis> {
         .find(|ch: char| !ch.is_ascii_digit())
         .unwrap_or(rest.len());
     rest.get(..end)?.parse().ok().filter(|n| *n > 0)
+}
+
+/// The reset of a subscription window the response headers report as spent (Codex
+/// `x-codex-{primary,secondary}-used-percent: 100` with its `reset-after-seconds`, Claude's
+/// unified wall): a reset the upstream stated, for the quota-window rows when neither a
+/// retry header nor the body states one. Of several spent windows the one that resets last
+/// binds the account.
+pub(super) fn spent_window_reset(headers: &[(&str, &str)], now_epoch_ms: u64) -> Option<Millis> {
+    use crate::quota_headers::WindowKind;
+    crate::quota_headers::parse(headers, now_epoch_ms)
+        .windows
+        .iter()
+        .filter(|w| {
+            matches!(
+                w.kind,
+                WindowKind::Session | WindowKind::Weekly | WindowKind::Unified
+            ) && w.remaining <= 0.0
+        })
+        .filter_map(|w| w.reset_in_ms)
+        .filter(|ms| *ms > 0)
+        .max()
 }
 
 /// The built-in rules for a provider id, first match wins.

@@ -220,3 +220,57 @@ fn corpus_wordings_are_recognised() {
         .request_scoped
     );
 }
+
+/// Codex answers a spent plan window with a 429 whose headers state the window and its reset
+/// (`x-codex-primary-used-percent: 100`, `…-reset-after-seconds`); without a reset in the body
+/// that header reset is the window's length, not the connection's backoff.
+#[test]
+fn a_spent_codex_window_in_the_headers_sets_the_quota_window() {
+    let text =
+        r#"{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached"}}"#;
+    let codex = |headers| ClassifyInput {
+        provider_id: "codex",
+        headers,
+        ..oauth(429, text)
+    };
+    let headers = [
+        ("x-codex-primary-used-percent", "100"),
+        ("x-codex-primary-window-minutes", "300"),
+        ("x-codex-primary-reset-after-seconds", "13873"),
+        ("x-codex-secondary-used-percent", "80"),
+        ("x-codex-secondary-window-minutes", "10080"),
+        ("x-codex-secondary-reset-after-seconds", "316705"),
+    ];
+    let without = classify(&codex(&[]));
+    assert_eq!(without.cooldown, CooldownHint::ScaledBackoff, "{without:?}");
+    let with = classify(&codex(&headers));
+    assert_eq!(rule_id(&with), "codex-usage-limit-window");
+    assert_eq!(with.cooldown, CooldownHint::Fixed(13_873_000), "{with:?}");
+    assert_eq!(with.reset_hint_ms, Some(13_873_000));
+    // Both windows spent: the account waits for the later reset.
+    let both = [
+        ("x-codex-primary-used-percent", "100"),
+        ("x-codex-primary-reset-after-seconds", "13873"),
+        ("x-codex-secondary-used-percent", "100"),
+        ("x-codex-secondary-reset-after-seconds", "316705"),
+    ];
+    let c = classify(&codex(&both));
+    assert_eq!(c.cooldown, CooldownHint::Fixed(316_705_000), "{c:?}");
+    // A window that is not spent states no reset for the error.
+    let open = [
+        ("x-codex-primary-used-percent", "40"),
+        ("x-codex-primary-reset-after-seconds", "13873"),
+    ];
+    assert_eq!(
+        classify(&codex(&open)).cooldown,
+        CooldownHint::ScaledBackoff
+    );
+    // The generic quota-window rows read the same headers: a subscription text with a spent
+    // window waits for its reset, not for the row's fixed hour.
+    let c = classify(&ClassifyInput {
+        headers: &headers,
+        ..oauth(429, "You've reached your usage limit.")
+    });
+    assert_eq!(rule_id(&c), "row07_subscription_quota", "{c:?}");
+    assert_eq!(c.cooldown, CooldownHint::Fixed(13_873_000), "{c:?}");
+}

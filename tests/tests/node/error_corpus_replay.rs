@@ -284,6 +284,40 @@ fn check_client(what: &str, r: &Reply, want: &Value, anthropic: bool, errs: &mut
     }
 }
 
+/// A client told `connection_cooldown` is told the wait the cooldown really lasts:
+/// `reset_seconds` (whole seconds, rounded up) within the cooldown's own tolerance. A window
+/// cut short anywhere between classification and the answer shows here even where the
+/// admin view's numbers look plausible.
+fn check_told_wait(
+    what: &str,
+    r: &Reply,
+    cooldown: &Value,
+    category: &str,
+    errs: &mut Vec<String>,
+) {
+    let Ok(v) = serde_json::from_str::<Value>(&r.body) else {
+        return;
+    };
+    if v["error"]["code"] != "connection_cooldown" {
+        return;
+    }
+    let Some((ms, below, above)) = expected_ms(cooldown, category) else {
+        return;
+    };
+    let Some(told_s) = v["error"]["reset_seconds"].as_u64() else {
+        errs.push(format!(
+            "{what}: connection_cooldown without reset_seconds: {v}"
+        ));
+        return;
+    };
+    let told = told_s * 1000;
+    if told + below < ms || told > ms + above + 1_000 {
+        errs.push(format!(
+            "{what}: told reset_seconds {told_s}, expected ~{ms} ms ({cooldown})"
+        ));
+    }
+}
+
 /// The request of a scenario: its path and body.
 fn request(anthropic: bool, model: &str, stream: bool) -> (&'static str, Value) {
     if anthropic {
@@ -335,6 +369,9 @@ async fn replay(entry: &Value) -> Vec<String> {
             let r = post(&n.http, &n.node.client_url(), path, &body).await;
             let want = &expect["client"][if anthropic { "anthropic" } else { "openai" }];
             check_client(&what, &r, want, anthropic, &mut errs);
+            if !anthropic {
+                check_told_wait(&what, &r, &expect["cooldown"], &category, &mut errs);
+            }
             quiesce(&n.node, MGMT_KEY).await;
             let row = n.row().await;
             check_remaining(

@@ -24,24 +24,30 @@ use switchyard_tests::python::{self, run};
 use crate::support::eventually;
 use crate::support::http::*;
 
-const MGMT_KEY: &str = "mgmt-errsem-7a1c9e3f5b2d";
+pub(crate) const MGMT_KEY: &str = "mgmt-errsem-7a1c9e3f5b2d";
 
 /// A node next to one mock, with the management API on.
-struct Setup {
-    mock: MockHandle,
-    node: NodeProcess,
-    http: reqwest::Client,
+pub(crate) struct Setup {
+    pub(crate) mock: MockHandle,
+    pub(crate) node: NodeProcess,
+    pub(crate) http: reqwest::Client,
 }
 
 /// `[auth]` open for clients, the management API on, the queue and direct waits off.
-fn prelude() -> String {
+pub(crate) fn prelude() -> String {
     "\n[auth]\nrequire_api_key = false\nmanagement_key_env = \"SY_MGMT\"\n".to_owned()
         + &queue_off()
         + "\n[resilience.wait_for_cooldown]\nenabled = false\n"
 }
 
 /// A provider of `category` (the shared helper writes API-key providers only).
-fn provider_of(category: &str, id: &str, format: &str, url: &str, models: &[&str]) -> String {
+pub(crate) fn provider_of(
+    category: &str,
+    id: &str,
+    format: &str,
+    url: &str,
+    models: &[&str],
+) -> String {
     provider(id, format, url, models, "", "").replacen(
         "category = \"apikey\"",
         &format!("category = \"{category}\""),
@@ -49,7 +55,7 @@ fn provider_of(category: &str, id: &str, format: &str, url: &str, models: &[&str
     )
 }
 
-async fn setup(config: String, keys: &[(&str, &str)]) -> Setup {
+pub(crate) async fn setup(config: String, keys: &[(&str, &str)]) -> Setup {
     let mock = mock(3).await;
     let mut env_pairs = env(keys);
     env_pairs.push(("SY_MGMT".to_owned(), MGMT_KEY.to_owned()));
@@ -62,11 +68,11 @@ async fn setup(config: String, keys: &[(&str, &str)]) -> Setup {
 }
 
 impl Setup {
-    async fn post(&self, path: &str, body: &Value) -> Reply {
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> Reply {
         post(&self.http, &self.node.client_url(), path, body).await
     }
 
-    async fn admin(&self, path: &str) -> Value {
+    pub(crate) async fn admin(&self, path: &str) -> Value {
         let r = send(
             self.http
                 .get(format!("{}{path}", self.node.admin_url()))
@@ -78,7 +84,7 @@ impl Setup {
     }
 
     /// The cooldown-manager row of connection `id`.
-    async fn row(&self, id: &str) -> Value {
+    pub(crate) async fn row(&self, id: &str) -> Value {
         let list = self.admin("/api/resilience/cooldowns").await;
         list["connections"]
             .as_array()
@@ -90,7 +96,7 @@ impl Setup {
     }
 
     /// The breaker of `provider` in the health body.
-    async fn breaker(&self, provider: &str) -> Value {
+    pub(crate) async fn breaker(&self, provider: &str) -> Value {
         let health = self.admin("/api/monitoring/health").await;
         health["providerBreakers"]
             .as_array()
@@ -103,7 +109,7 @@ impl Setup {
 
     /// Asserts that connection `id` is neither cooling nor locked, and that its provider's
     /// breaker counted nothing; waits for the asynchronous observations to land first.
-    async fn assert_untouched(&self, id: &str, provider: &str, what: &str) {
+    pub(crate) async fn assert_untouched(&self, id: &str, provider: &str, what: &str) {
         // Observations are applied by actors after the answer; a request that changed state
         // has changed it by the time a later request of the same client returns, but give
         // the actors a bounded moment anyway.
@@ -121,7 +127,7 @@ impl Setup {
 const OPENAI_CONTEXT: &str = r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130475 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
 const ANTHROPIC_CONTEXT: &str = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210431 tokens > 200000 maximum"}}"#;
 
-fn json_fault(status: u16, body: &str) -> FaultSpec {
+pub(crate) fn json_fault(status: u16, body: &str) -> FaultSpec {
     FaultSpec::raw(status, "application/json", body.as_bytes().to_vec())
 }
 
@@ -284,7 +290,7 @@ async fn unknown_route_404_does_not_lock_the_model() {
 }
 
 /// One in-band Anthropic error event before any content.
-fn anthropic_error_stream(error_type: &str, message: &str) -> Vec<u8> {
+pub(crate) fn anthropic_error_stream(error_type: &str, message: &str) -> Vec<u8> {
     let start = json!({"type": "message_start", "message": {"id": "msg_01", "type": "message",
         "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null,
         "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});

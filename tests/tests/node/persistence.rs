@@ -7,7 +7,7 @@ use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 
 use crate::support::http::{
-    connection, cooldown_row, env, http, messages, open_auth, post, provider, start_node,
+    chat, connection, cooldown_row, env, http, messages, open_auth, post, provider, start_node,
     wait_connection,
 };
 use crate::support::{STATE_DEADLINE, eventually};
@@ -162,4 +162,144 @@ async fn a_missing_store_starts_empty() {
     )
     .await;
     assert_eq!(r.status, 200, "{r:#?}");
+}
+
+const LOCK_KEY: &str = "sk-persist-lock";
+
+/// One provider `lockp` with one connection, model lockouts on (404 locks the model for 120 s),
+/// no waiting for cooldowns, and a provider `brkp` whose breaker opens after two failures.
+fn lock_config(base_url: &str) -> String {
+    format!(
+        "{}{}{}{}{}\n[resilience.request_queue]\nauto_enable_apikey_providers = false\n\
+         [resilience.model_lockout]\nenabled = true\n\
+         [resilience.wait_for_cooldown]\nenabled = false\n\
+         [resilience.provider_breaker.apikey]\nfailure_threshold = 2\nreset_timeout_ms = 120000\n",
+        open_auth(),
+        provider("lockp", "openai", base_url, &["m", "other"], "", ""),
+        connection("lc1", "lockp", "KEY_LOCK", "disable_cooling = true"),
+        provider("brkp", "openai", base_url, &["m"], "", ""),
+        connection("bc1", "brkp", "KEY_BRK", "disable_cooling = true"),
+    )
+}
+
+fn lock_env(dir: &std::path::Path) -> Vec<(String, String)> {
+    env(&[
+        ("KEY_LOCK", LOCK_KEY),
+        ("KEY_BRK", "sk-persist-brk"),
+        ("SWITCHYARD_STATE_DIR", dir.to_str().unwrap()),
+        ("RUST_LOG", "info,switchyard_node::actors::persist=debug"),
+    ])
+}
+
+/// A model lockout and an open provider breaker survive a restart in embedded mode: the
+/// locked model is not dispatched to and the open provider is not called until they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_lockout_and_an_open_breaker_survive_a_restart() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let not_found: FaultSpec = serde_json::from_value(json!({
+        "match": {"api_key": LOCK_KEY, "model": "m"},
+        "status": 404,
+        "headers": {"content-type": "application/json"},
+        "body": {"error": {"message": "The model `m` does not exist or you do not have access to it.",
+                 "type": "invalid_request_error", "param": null, "code": "model_not_found"}},
+    }))
+    .unwrap();
+    mock.script(not_found).unwrap();
+    mock.script(FaultSpec::status(500).for_key("sk-persist-brk"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let c = http();
+
+    let node = start_node(lock_config(&mock.base_url()), lock_env(dir.path())).await;
+    let r = post(
+        &c,
+        &node.client_url(),
+        "/v1/chat/completions",
+        &chat("lockp/m", false),
+    )
+    .await;
+    assert_eq!(r.status, 404, "{r:#?}");
+    for _ in 0..2 {
+        let r = post(
+            &c,
+            &node.client_url(),
+            "/v1/chat/completions",
+            &chat("brkp/m", false),
+        )
+        .await;
+        assert_eq!(r.status, 500, "{r:#?}");
+    }
+    wait_connection(&node, "lc1", "the lockout", |row| {
+        row["lockouts"].as_array().is_some_and(|l| !l.is_empty())
+    })
+    .await;
+    let open = eventually(STATE_DEADLINE, || async {
+        breaker_state(&node, "brkp").await == "OPEN"
+    })
+    .await;
+    assert!(open, "the breaker did not open; log:\n{}", node.log());
+    wait_log(&node, "the lockout and breaker writes", |log| {
+        log.contains("connection state stored") && log.contains("lc1") && log.contains("brkp")
+    })
+    .await;
+    drop(node);
+
+    let node = start_node(lock_config(&mock.base_url()), lock_env(dir.path())).await;
+    let row = wait_connection(&node, "lc1", "the restored lockout", |row| {
+        row["lockouts"].as_array().is_some_and(|l| !l.is_empty())
+    })
+    .await;
+    let remaining = row["lockouts"][0]["remainingMs"].as_u64().unwrap_or(0);
+    assert!(
+        remaining > 60_000,
+        "restored for the rest of its 120 s: {row}"
+    );
+    assert_eq!(breaker_state(&node, "brkp").await, "OPEN");
+    mock.reset_stats();
+    let r = post(
+        &c,
+        &node.client_url(),
+        "/v1/chat/completions",
+        &chat("lockp/m", false),
+    )
+    .await;
+    assert_eq!(r.status, 429, "the model is still locked: {r:#?}");
+    let r = post(
+        &c,
+        &node.client_url(),
+        "/v1/chat/completions",
+        &chat("lockp/other", false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "another model is served: {r:#?}");
+    let r = post(
+        &c,
+        &node.client_url(),
+        "/v1/chat/completions",
+        &chat("brkp/m", false),
+    )
+    .await;
+    assert_eq!(r.status, 503, "the breaker is still open: {r:#?}");
+    assert_eq!(
+        mock.stats().requests_total,
+        1,
+        "only the unlocked model reached the upstream after the restart"
+    );
+}
+
+/// The provider breaker's state as `/api/monitoring/health` shows it.
+async fn breaker_state(node: &NodeProcess, provider: &str) -> String {
+    let r = crate::support::http::send(
+        http()
+            .get(format!("{}/api/monitoring/health", node.admin_url()))
+            .bearer_auth(crate::support::http::MGMT_KEY),
+    )
+    .await;
+    let health = r.json();
+    health["providerBreakers"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["provider"] == provider))
+        .and_then(|b| b["state"].as_str())
+        .unwrap_or("unknown")
+        .to_owned()
 }

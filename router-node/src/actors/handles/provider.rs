@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
+use switchyard_shared::quota_preflight::Thresholds;
 
 use actix::Addr;
 use arc_swap::ArcSwap;
@@ -73,6 +74,9 @@ pub struct ProviderHandle {
     /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URL
     /// instead of parsing one.
     endpoints: [Option<reqwest::Url>; 3],
+    /// The quota preflight's thresholds for this provider's connections; `None` when
+    /// `[quota_preflight]` is off.
+    pub quota_preflight: Option<Thresholds>,
 }
 
 impl ProviderHandle {
@@ -95,7 +99,14 @@ impl ProviderHandle {
             transitions: TransitionCounts::default(),
             endpoints,
             config,
+            quota_preflight: None,
         }
+    }
+
+    /// The same handle with the quota preflight on at `thresholds` (`None`: off).
+    pub fn with_quota_preflight(mut self, thresholds: Option<Thresholds>) -> Self {
+        self.quota_preflight = thresholds;
+        self
     }
 
     /// How the lockout policy names `model` on `connection` of this provider.

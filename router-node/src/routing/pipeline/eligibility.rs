@@ -49,6 +49,7 @@ pub fn prepare(
         probe: None,
         gate_rejection: None,
         fallback: false,
+        retries: super::retry::TargetRetries::default(),
     }))
 }
 
@@ -127,6 +128,10 @@ pub fn pick_connection(
             TargetSkip::NoConnections
         } else if elig.not_allowed == elig.total {
             TargetSkip::NotAllowed
+        } else if elig.quota_cut > 0 && elig.quota_cut == elig.blocked.len() {
+            TargetSkip::QuotaCutoff {
+                connections: elig.blocked,
+            }
         } else {
             TargetSkip::Blocked {
                 connections: elig.blocked,

@@ -14,7 +14,9 @@
 //!    permits), held as one RAII [`Permits`] value.
 //! 4. **attempt** ([`attempt`]): the attempt cap, then the upstream attempt itself.
 //! 5. **observe** ([`outcome`]): the outcome goes to the owning actors; a failure decides
-//!    whether to retry on another connection, leave the target or fail the request.
+//!    whether to retry on another connection, leave the target or fail the request. When a
+//!    combo target's connections are used up, [`retry`] decides whether it gets another
+//!    round after `retry_delay_ms` (`max_retries`).
 //! 6. **release**: the guards. Permits and the probe lease are released when their owners
 //!    drop, on every path, including a cancelled request; [`release`] ends a target with its
 //!    skip reason.
@@ -24,6 +26,7 @@ mod eligibility;
 mod fence;
 mod outcome;
 mod permits;
+pub mod retry;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +58,12 @@ pub struct RequestCtx {
     /// Connections that failed or were saturated in this pass.
     pub excluded: Vec<usize>,
     pub report: Report,
+    /// A combo's extra rounds per target (`max_retries`; 0 for direct requests).
+    pub max_retries: u32,
+    /// The pause before such a round (`retry_delay_ms`).
+    pub retry_delay_ms: Millis,
+    /// The request's own deadline on the node clock (`combo_timeout_ms`), if it has one.
+    pub deadline: Option<Millis>,
 }
 
 /// One target while its connections are tried.
@@ -76,6 +85,8 @@ pub struct TargetCtx {
     pub gate_rejection: Option<TargetSkip>,
     /// A connection of this target failed or was saturated: the pin no longer binds.
     pub fallback: bool,
+    /// The same-target retries of a combo: the current round's failures, rounds made.
+    pub retries: retry::TargetRetries,
 }
 
 /// A step's verdict on the target.
@@ -121,6 +132,9 @@ pub async fn run_target(
         let now = rt.clock.now();
         let conn = match eligibility::pick_connection(rt, req, &mut ctx, rc, now) {
             Step::Go(conn) => conn,
+            Step::Skip(TargetSkip::Failed) if retry_round(rt, &mut ctx, rc, now).await => {
+                continue;
+            }
             Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
         };
         let fenced = fence::before_permits(rt, req, &conn).await?;
@@ -158,6 +172,47 @@ pub async fn run_target(
                 return Err(e);
             }
         }
+    }
+}
+
+/// A combo target whose connections all failed: when [`retry::decide`] allows another round,
+/// sleeps its delay (inside the request's deadline), hands the retried connections back and
+/// says so; the breaker is asked again, since it may have opened meanwhile.
+async fn retry_round(
+    rt: &RoutingTable,
+    ctx: &mut TargetCtx,
+    rc: &mut RequestCtx,
+    now: Millis,
+) -> bool {
+    let policy = retry::RetryPolicy {
+        max_retries: rc.max_retries,
+        delay_ms: rc.retry_delay_ms,
+        budget_left_ms: rc.deadline.map(|d| d.saturating_sub(now)),
+    };
+    let Some(plan) = retry::decide(&ctx.retries, &policy) else {
+        return false;
+    };
+    tracing::debug!(
+        target_key = %ctx.key,
+        delay_ms = plan.delay_ms,
+        round = ctx.retries.used + 1,
+        "combo target retried after its delay"
+    );
+    if plan.delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(plan.delay_ms)).await;
+    }
+    ctx.retries.used += 1;
+    ctx.retries.round.clear();
+    rc.excluded.retain(|c| !plan.connections.contains(c));
+    if ctx.probe.is_some() {
+        return true;
+    }
+    match eligibility::breaker_gate(rt, &ctx.provider).await {
+        Step::Go(probe) => {
+            ctx.probe = probe;
+            true
+        }
+        Step::Skip(_) => false,
     }
 }
 

@@ -8,6 +8,7 @@ use switchyard_shared::breaker::BreakerView;
 use switchyard_shared::outcome::RetryClass;
 use switchyard_shared::strategy::stable_hash;
 
+use super::retry::FailedAttempt;
 use super::{Next, Permits, RequestCtx, TargetCtx};
 use crate::actors::ConnHandle;
 use crate::actors::{self, Admitted};
@@ -97,6 +98,12 @@ pub async fn on_failure(
     if let Some(session) = &req.session {
         rt.affinity.evict(ctx.provider.idx, session);
     }
+    ctx.retries.round.push(FailedAttempt {
+        conn: conn.idx,
+        status: judged.failure.status,
+        request_scoped: judged.classification.request_scoped,
+        block: judged.failure.block,
+    });
     rc.report.record_failure(judged.failure);
     let retryable = judged.classification.should_fallback
         && judged.classification.retry != RetryClass::NotRetryable;
