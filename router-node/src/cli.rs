@@ -211,25 +211,6 @@ pub fn init_tracing() -> LogGuard {
         Ok(off) => filter.add_directive(off),
         Err(_) => filter,
     };
-    let mut notes = Vec::new();
-    let (otel, traces) = match telemetry::settings::decide(&|k| std::env::var(k).ok()) {
-        Decision::Off => (None, None),
-        Decision::Unsupported(why) => {
-            notes.push(why);
-            (None, None)
-        }
-        Decision::On { service_name } => match telemetry::export::install(service_name) {
-            Ok((layer, guard)) => {
-                let only_traces = tracing_subscriber::filter::Targets::new()
-                    .with_target(telemetry::TARGET, tracing::Level::TRACE);
-                (Some(layer.with_filter(only_traces)), Some(guard))
-            }
-            Err(e) => {
-                notes.push(format!("{e}; traces are off"));
-                (None, None)
-            }
-        },
-    };
     let terminal = std::io::stdout().is_terminal();
     let (writer, log) = match crate::logwriter::start(std::io::stdout()) {
         Ok((w, g)) => {
@@ -243,17 +224,47 @@ pub fn init_tracing() -> LogGuard {
             (BoxMakeWriter::new(std::io::stdout), None)
         }
     };
-    let registry = tracing_subscriber::registry().with(otel);
-    if terminal {
-        let fmt = tracing_subscriber::fmt::layer().with_writer(writer);
-        let _ = registry.with(fmt.with_filter(filter)).try_init();
+    let fmt = if terminal {
+        tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed()
     } else {
-        let fmt = tracing_subscriber::fmt::layer()
+        tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(false)
-            .with_writer(writer);
-        let _ = registry.with(fmt.with_filter(filter)).try_init();
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed()
+    };
+    // Every layer carries its own filter and no unfiltered layer is added (not even an empty
+    // `Option`, which would count as wanting everything): `tracing::enabled!` then means
+    // "some layer wants it", which the access log relies on, and with traces off the trace
+    // callsites stay disabled.
+    let registry = tracing_subscriber::registry().with(fmt);
+    let mut notes = Vec::new();
+    let mut traces = None;
+    match telemetry::settings::decide(&|k| std::env::var(k).ok()) {
+        Decision::Off => {
+            let _ = registry.try_init();
+        }
+        Decision::Unsupported(why) => {
+            notes.push(why);
+            let _ = registry.try_init();
+        }
+        Decision::On { service_name } => match telemetry::export::install(service_name) {
+            Ok((layer, guard)) => {
+                let only_traces = tracing_subscriber::filter::Targets::new()
+                    .with_target(telemetry::TARGET, tracing::Level::TRACE);
+                let _ = registry.with(layer.with_filter(only_traces)).try_init();
+                traces = Some(guard);
+            }
+            Err(e) => {
+                notes.push(format!("{e}; traces are off"));
+                let _ = registry.try_init();
+            }
+        },
     }
     for note in notes {
         tracing::warn!("OpenTelemetry: {note}");

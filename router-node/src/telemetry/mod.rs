@@ -25,7 +25,7 @@ pub use spans::{
 };
 
 /// The `tracing` target of every span and event meant for OpenTelemetry.
-pub const TARGET: &str = "switchyard_otel";
+pub const TARGET: &str = "switchyard::otel";
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
@@ -37,4 +37,15 @@ pub fn enabled() -> bool {
 
 fn set_enabled() {
     ENABLED.store(true, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_log_filter_can_name_the_trace_target() {
+        // `cli::init_tracing` turns this target off in the log layer; a directive that did
+        // not parse would let the trace events into the JSON log.
+        let off = format!("{}=off", super::TARGET);
+        assert!(off.parse::<tracing_subscriber::filter::Directive>().is_ok());
+    }
 }

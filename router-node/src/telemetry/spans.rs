@@ -133,7 +133,28 @@ pub fn server_address(base_url: &str) -> (&str, Option<u16>) {
 
 #[cfg(test)]
 mod tests {
-    use super::server_address;
+    use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+
+    use super::{attempt_span, current, inject, request_span, server_address};
+
+    #[test]
+    fn with_traces_off_every_span_is_none_and_nothing_goes_upstream() {
+        // No test of this crate installs the exporter, so traces are off here.
+        assert!(!super::enabled());
+        let mut client = HeaderMap::new();
+        client.insert(
+            HeaderName::from_static("traceparent"),
+            HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        );
+        let request = request_span("POST /v1/messages", "/v1/messages", &client);
+        assert!(request.is_none());
+        let _entered = request.enter();
+        assert!(attempt_span("m").is_none());
+        assert!(current().is_none());
+        let mut upstream = Vec::new();
+        inject(&current(), &mut upstream);
+        assert!(upstream.is_empty());
+    }
 
     #[test]
     fn server_address_takes_the_host_and_port_of_a_base_url() {

@@ -475,6 +475,16 @@ async fn skipped_targets_are_events_on_the_request_span() {
     });
     assert_eq!(failed.status, STATUS_ERROR, "{failed:#?}");
     assert!(!failed.attr("switchyard.next").is_empty(), "{failed:#?}");
+    // The trace events stay out of the JSON log: lines are written in order, so once the
+    // request's access line is there, a skip event logged before it would be too.
+    let log = node
+        .proc
+        .wait_for_log(STATE_DEADLINE, |l| l.contains(r#""model":"both""#));
+    assert!(log.contains(r#""model":"both""#), "{log}");
+    assert!(
+        !log.contains("target skipped") && !log.contains("switchyard::otel"),
+        "{log}"
+    );
 }
 
 /// Starts a traced node whose collector never answers or is not there, and checks that each
