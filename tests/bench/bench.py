@@ -768,8 +768,8 @@ def traces_section(w, run, res, summary):
     if sink:
         w("")
         w(f"The sink received {sink.get('posts', 0):,} export requests ({sink.get('bytes', 0) / 1048576:.1f} MiB). "
-          "Spans beyond the batch queue (2,048 by default) are dropped by design; sample with "
-          "`OTEL_TRACES_SAMPLER=parentbased_traceidratio` at such rates.")
+          "Spans that find the batch queue (2,048 by default) full are dropped by design; sample "
+          "with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at such rates.")
     w("")
     summary["traces"] = {"rows": rows, "sink": sink}
 
