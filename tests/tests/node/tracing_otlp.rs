@@ -487,6 +487,62 @@ async fn skipped_targets_are_events_on_the_request_span() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_committed_early_keeps_its_trace() {
+    // The first content is late, so the node commits 200 with keep-alives and routes on in a
+    // task of its own: the spans must follow the request there.
+    let receiver = Receiver::start().await;
+    let mock = mock().await;
+    let config = format!(
+        "{}\n[resilience.stream]\nearly_keepalive_after_ms = 100\n",
+        config(&mock)
+    );
+    let node = start(config, &traced_env(&receiver.endpoint())).await;
+    mock.script(FaultSpec {
+        first_chunk_delay_ms: Some(600),
+        ..FaultSpec::new().on_route(Route::ChatCompletions).times(1)
+    })
+    .unwrap();
+    let (tp, trace, client_span) = client_parent(7);
+    let resp = node
+        .http
+        .post(format!("{}/v1/chat/completions", node.proc.client_url()))
+        .header("content-type", "application/json")
+        .header("traceparent", &tp)
+        .body(chat(true).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let early = resp
+        .headers()
+        .get("x-switchyard-early-keepalive")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = resp.text().await.unwrap();
+    assert_eq!(early.as_deref(), Some("1"), "{text}");
+    assert!(text.contains("[DONE]"), "{text}");
+    let spans = receiver.wait_trace(&trace, 2, &node).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let req = one(&spans, "request span", |s| s.kind == SPAN_KIND_SERVER);
+    assert_eq!(req.parent, client_span);
+    assert_eq!(req.attr("switchyard.connection"), "a");
+    assert_eq!(req.attr("switchyard.stream.end"), "completed");
+    assert!(
+        req.attr("gen_ai.usage.output_tokens")
+            .parse::<u64>()
+            .unwrap()
+            > 0,
+        "{req:#?}"
+    );
+    let att = one(&spans, "attempt span", |s| s.kind == SPAN_KIND_CLIENT);
+    assert_eq!(att.parent, req.span_id);
+    assert_eq!(
+        upstream_traceparents(&mock, KEY_A),
+        vec![format!("00-{trace}-{}-01", att.span_id)]
+    );
+}
+
 /// Starts a traced node whose collector never answers or is not there, and checks that each
 /// of a run of requests is answered well inside the exporter's 10 s timeout.
 async fn requests_stay_prompt(endpoint: String, extra: &[(&'static str, &str)]) {
