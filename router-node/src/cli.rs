@@ -177,17 +177,30 @@ fn serve_file(
     }
 }
 
-/// JSON lines on stdout, or a human format when stdout is a terminal.
+/// What keeps the log thread and the trace exporter running; dropping it flushes both
+/// (the traces first, so their last warnings still reach the log).
+pub struct LogGuard {
+    _traces: Option<crate::telemetry::export::Guard>,
+    _log: Option<crate::logwriter::FlushGuard>,
+}
+
+/// JSON lines on stdout, or a human format when stdout is a terminal; OpenTelemetry traces
+/// when the `OTEL_*` environment asks for them (`crate::telemetry`).
 ///
 /// Lines go through [`crate::logwriter`]: a buffer written out in batches by one thread, so
 /// a slow log pipe never stalls a request worker and an access line costs neither a write
 /// syscall nor a thread wake-up on the request path. The returned guard writes out what is
 /// left when dropped: keep it for the process. Without a log thread (it could not be
 /// started), lines go to stdout directly.
-pub fn init_tracing() -> Option<crate::logwriter::FlushGuard> {
+pub fn init_tracing() -> LogGuard {
     use std::io::IsTerminal;
 
+    use tracing_subscriber::Layer as _;
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    use crate::telemetry::{self, settings::Decision};
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new("info,h2=warn,hyper=warn,reqwest=warn")
     });
@@ -200,8 +213,14 @@ pub fn init_tracing() -> Option<crate::logwriter::FlushGuard> {
         }
         _ => filter,
     };
+    // The trace spans are for OpenTelemetry only: never in the log. With traces off, no layer
+    // wants them, so their callsites are disabled and cost nothing.
+    let filter = match format!("{}=off", telemetry::TARGET).parse() {
+        Ok(off) => filter.add_directive(off),
+        Err(_) => filter,
+    };
     let terminal = std::io::stdout().is_terminal();
-    let (writer, guard) = match crate::logwriter::start(std::io::stdout()) {
+    let (writer, log) = match crate::logwriter::start(std::io::stdout()) {
         Ok((w, g)) => {
             if !terminal {
                 crate::access_log::install(w.clone());
@@ -213,21 +232,58 @@ pub fn init_tracing() -> Option<crate::logwriter::FlushGuard> {
             (BoxMakeWriter::new(std::io::stdout), None)
         }
     };
-    if terminal {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
+    let fmt = if terminal {
+        tracing_subscriber::fmt::layer()
             .with_writer(writer)
-            .try_init();
+            .with_filter(filter)
+            .boxed()
     } else {
-        let _ = tracing_subscriber::fmt()
+        tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(false)
-            .with_env_filter(filter)
             .with_writer(writer)
-            .try_init();
+            .with_filter(filter)
+            .boxed()
+    };
+    // Every layer carries its own filter and no unfiltered layer is added (not even an empty
+    // `Option`, which would count as wanting everything): `tracing::enabled!` then means
+    // "some layer wants it", which the access log relies on, and with traces off the trace
+    // callsites stay disabled.
+    let registry = tracing_subscriber::registry().with(fmt);
+    let mut notes = Vec::new();
+    let mut traces = None;
+    match telemetry::settings::decide(&|k| std::env::var(k).ok()) {
+        Decision::Off => {
+            let _ = registry.try_init();
+        }
+        Decision::Unsupported(why) => {
+            notes.push(why);
+            let _ = registry.try_init();
+        }
+        Decision::On { service_name } => match telemetry::export::install(service_name) {
+            Ok((layer, guard)) => {
+                let only_traces = tracing_subscriber::filter::Targets::new()
+                    .with_target(telemetry::TARGET, tracing::Level::TRACE);
+                let _ = registry.with(layer.with_filter(only_traces)).try_init();
+                traces = Some(guard);
+            }
+            Err(e) => {
+                notes.push(format!("{e}; traces are off"));
+                let _ = registry.try_init();
+            }
+        },
     }
-    guard
+    for note in notes {
+        tracing::warn!("OpenTelemetry: {note}");
+    }
+    if traces.is_some() {
+        tracing::info!("OpenTelemetry traces on: OTLP over HTTP/protobuf, batched");
+    }
+    LogGuard {
+        _traces: traces,
+        _log: log,
+    }
 }
 
 /// `demo`: a node on `port` routing to two in-process mock providers.

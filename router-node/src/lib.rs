@@ -34,4 +34,5 @@ pub mod reload;
 pub mod routing;
 pub mod runtime;
 pub mod state;
+pub mod telemetry;
 pub mod upstream;

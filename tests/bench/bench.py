@@ -7,10 +7,12 @@ Standard library only, so the harness needs nothing beyond Python 3.8+, oha and 
     bench.py free-ports N
     bench.py config KIND OUT --upstream HOST:PORT --listen HOST:PORT --admin HOST:PORT
     bench.py ttfb --url URL --body FILE --rate R --requests N --out FILE [--header H]...
+    bench.py otlp-sink --port P --out FILE
     bench.py report RUN_DIR
 """
 
 import argparse
+import http.server
 import json
 import os
 import socket
@@ -492,7 +494,13 @@ def cmd_report(args):
     res["cat10k_lat"] = row("10,000 connections, 1,000 providers, probe", "switchyard", "gw-catalog-10k-lat", "direct-json-lat")
     res["redis_sat"] = row("redis mode, JSON saturation", "switchyard", "gw-redis-json-sat", "direct-json-sat")
     res["redis_lat"] = row("redis mode, JSON probe", "switchyard", "gw-redis-json-lat", "direct-json-lat")
+    if run.oha("gw-json-sat-traced") or run.oha("gw-json-lat-traced"):
+        res["json_sat_traced"] = row("JSON saturation, traces on", "switchyard", "gw-json-sat-traced", "direct-json-sat")
+        res["json_lat_traced"] = row("JSON probe, traces on", "switchyard", "gw-json-lat-traced", "direct-json-lat")
+        res["sse_sat_traced"] = row("SSE saturation, traces on", "switchyard", "gw-sse-sat-traced", "direct-sse-sat")
+        res["sse_lat_traced"] = row("SSE probe, traces on", "switchyard", "gw-sse-lat-traced", "direct-sse-lat")
     w("")
+    traces_section(w, run, res, summary)
 
     # --- TTFB
     w("## SSE time to first byte (20 chunks)")
@@ -729,6 +737,70 @@ def cmd_report(args):
     sys.stdout.write(text)
 
 
+def traces_section(w, run, res, summary):
+    """OpenTelemetry traces on against off, phase by phase, from the same run."""
+    pairs = (("JSON saturation", "json_sat", "json_sat_traced"),
+             ("JSON probe", "json_lat", "json_lat_traced"),
+             ("SSE saturation", "sse_sat", "sse_sat_traced"),
+             ("SSE probe", "sse_lat", "sse_lat_traced"))
+    if not any(res.get(on) for _, _, on in pairs):
+        return
+    w("## OpenTelemetry traces, on against off")
+    w("")
+    w("The same base node with every request traced (`OTEL_EXPORTER_OTLP_ENDPOINT` set, default "
+      "always-on sampling, batched OTLP/HTTP export to a local sink on the load core) against the "
+      "rows above with traces off (the default). Only phases run in both states are compared.")
+    w("")
+    w("| phase | req/s off | req/s on | change | p50 off | p50 on | p99 off | p99 on | node CPU off | node CPU on |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for label, off_key, on_key in pairs:
+        off, on = res.get(off_key), res.get(on_key)
+        if not off or not on:
+            continue
+        (g0, _, _, _, p0), (g1, _, _, _, p1) = off, on
+        change = f"{100 * (g1['rps'] - g0['rps']) / g0['rps']:+.1f} %" if g0["rps"] else "—"
+        cpu = lambda p: f"{p['cpu_pct']:.0f} %" if p and p.get("cpu_pct") is not None else "—"
+        w(f"| {label} | {rate(g0['rps'])} | {rate(g1['rps'])} | {change} | {ms(g0['pct']['p50'])} | "
+          f"{ms(g1['pct']['p50'])} | {ms(g0['pct']['p99'])} | {ms(g1['pct']['p99'])} | {cpu(p0)} | {cpu(p1)} |")
+        rows.append({"phase": label, "off": g0, "on": g1})
+    sink = load(os.path.join(run.raw, "otlp-sink.json"))
+    if sink:
+        w("")
+        w(f"The sink received {sink.get('posts', 0):,} export requests ({sink.get('bytes', 0) / 1048576:.1f} MiB). "
+          "Spans that find the batch queue (2,048 by default) full are dropped by design; sample "
+          "with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at such rates.")
+    w("")
+    summary["traces"] = {"rows": rows, "sink": sink}
+
+
+def cmd_otlp_sink(args):
+    """A stand-in OTLP/HTTP collector: answers every POST with 200 and counts what came."""
+    counts = {"posts": 0, "bytes": 0}
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            n = int(self.headers.get("content-length") or 0)
+            self.rfile.read(n)
+            counts["posts"] += 1
+            counts["bytes"] += n
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            with open(args.out, "w") as f:
+                json.dump(counts, f)
+
+        def log_message(self, *a):
+            pass
+
+    with open(args.out, "w") as f:
+        json.dump(counts, f)
+    http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Sink).serve_forever()
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -777,6 +849,11 @@ def main():
     p.add_argument("--header", action="append", default=[])
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_ttfb)
+
+    p = sub.add_parser("otlp-sink")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_otlp_sink)
 
     p = sub.add_parser("report")
     p.add_argument("run_dir")

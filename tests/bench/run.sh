@@ -4,6 +4,7 @@
 #
 #   tests/bench/run.sh            # full run, about 6 minutes once built
 #   tests/bench/run.sh --quick    # shorter phases, about 90 seconds once built
+#   tests/bench/run.sh --quick --phases json,sse,traces   # OpenTelemetry traces on against off
 #
 # The gateway is pinned to one core and the mock upstream plus the load generator (oha) to
 # another, as in the peers' measurements. All traffic stays on 127.0.0.1; every process the
@@ -21,7 +22,9 @@ usage: tests/bench/run.sh [--quick] [--no-build] [--node-bin FILE] [--phases LIS
   --node-bin FILE    the switchyard-node binary to measure (default: the release build); for
                      A/B runs of two builds in one session
   --phases LIST      comma-separated groups to run (default: all): json (saturation + probe),
-                     sse (saturation + probe), ttfb, leak, redis, combo, catalog, slow
+                     sse (saturation + probe), ttfb, leak, redis, combo, catalog, slow,
+                     traces (json and sse again with OpenTelemetry traces on, exported to a
+                     local OTLP sink: run with json,sse for on against off in one report)
   --out DIR          results folder (default: results/<UTC timestamp> in the repository)
   --max-load L       wait until the 1-minute load average is below L (default 1.0) ...
   --quiet-timeout S  ... or S seconds have passed (default 45, quick 2); the load is recorded
@@ -86,7 +89,7 @@ log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
 
-ALL_PHASES=(json sse ttfb leak redis combo catalog slow)
+ALL_PHASES=(json sse ttfb leak redis combo catalog slow traces)
 [[ $PHASES == all ]] && PHASES=$(IFS=,; echo "${ALL_PHASES[*]}")
 for ph in ${PHASES//,/ }; do
 	[[ " ${ALL_PHASES[*]} " == *" $ph "* ]] || { usage >&2; exit 2; }
@@ -253,6 +256,8 @@ start_mock() { # name chunks chunk-delay-ms
 
 # --- the node ------------------------------------------------------------------------------
 NODE_PID="" NODE_URL="" NODE_ADMIN="" NODE_NAME="" CATALOG_MODEL="" REDIS_URL=""
+# Extra environment for the next node (VAR=value words); the traces phase sets OTEL_*.
+NODE_ENV=()
 start_node() { # name config-kind
 	local name=$1 kind=$2 port admin cfg=$RUN/node-$1.toml t0 t1 idle
 	read -r port admin < <(python3 "$HELPER" free-ports 2)
@@ -260,7 +265,7 @@ start_node() { # name config-kind
 		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" ${REDIS_URL:+--redis-url "$REDIS_URL"})
 	# Default log level: the access log (one JSON line per request) goes to a file, as in production.
 	t0=$(now_us)
-	env -u RUST_LOG BENCH_UPSTREAM_KEY="$UPSTREAM_KEY" \
+	env -u RUST_LOG BENCH_UPSTREAM_KEY="$UPSTREAM_KEY" "${NODE_ENV[@]}" \
 		taskset -c "$GW_CORE" "$NODE_BIN" --config "$cfg" >"$RUN/node-$name.log" 2>&1 &
 	NODE_PID=$!
 	track "$NODE_PID"
@@ -367,7 +372,7 @@ lat() { measure "$1" 1 "${4:-$LAT}" "$2" "$3" -c 1 -q "$RATE"; }
 direct() { NODE_PID="" AUTH="authorization: Bearer $UPSTREAM_KEY" "$@"; }
 
 # The main mock serves every phase but the slow streams.
-if want json || want sse || want ttfb || want leak || want redis || want combo || want catalog; then
+if want json || want sse || want ttfb || want leak || want redis || want combo || want catalog || want traces; then
 	start_mock main "$SSE_CHUNKS" 0
 	DIRECT_URL="http://$MOCK_ADDR/v1/chat/completions"
 fi
@@ -434,6 +439,31 @@ EOF
 		"$leak_rc" >"$RAW/leak.json"
 fi
 if [[ -n $NODE_PID ]]; then stop_node; fi
+
+if want traces; then
+	# The base node again with OpenTelemetry traces on (every request sampled, the SDK's
+	# default), exporting to a stand-in OTLP/HTTP collector on the load core. With json,sse in
+	# the same run the report sets traces on against off.
+	read -r sink_port < <(python3 "$HELPER" free-ports 1)
+	taskset -c "$LOAD_CORE" python3 "$HELPER" otlp-sink --port "$sink_port" --out "$RAW/otlp-sink.json" \
+		>"$RUN/otlp-sink.log" 2>&1 &
+	SINK_PID=$!
+	track "$SINK_PID"
+	for ((i = 0; i < 100; i++)); do
+		(echo >"/dev/tcp/127.0.0.1/$sink_port") 2>/dev/null && break
+		sleep 0.05
+	done
+	NODE_ENV=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port" OTEL_SERVICE_NAME=switchyard-bench)
+	start_node traced base
+	NODE_ENV=()
+	TRACED_URL="$NODE_URL/v1/chat/completions"
+	sat gw-json-sat-traced gw-json.body "$TRACED_URL"
+	lat gw-json-lat-traced gw-json.body "$TRACED_URL"
+	sat gw-sse-sat-traced gw-sse.body "$TRACED_URL"
+	lat gw-sse-lat-traced gw-sse.body "$TRACED_URL"
+	stop_node
+	stop_pid "$SINK_PID"
+fi
 
 # Redis mode: the same base config sharing state through a local redis-server (on the load
 # core, like the other helpers). The ordinary success path makes no Redis call, so this should

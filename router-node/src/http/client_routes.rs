@@ -16,15 +16,17 @@ use futures_util::StreamExt;
 use serde_json::json;
 use switchyard_shared::sse::{self, Format};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::errors::{ClientFormat, GatewayError};
-use super::{ingress, scrub};
+use super::{ingress, scrub, trace};
 use crate::access_log;
 use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
 use crate::reload::Rt;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
+use crate::telemetry;
 use crate::upstream::StreamEnd;
 
 pub async fn chat_completions(rt: Rt, req: HttpRequest, payload: web::Payload) -> HttpResponse {
@@ -65,7 +67,20 @@ pub async fn models(rt: Rt, req: HttpRequest) -> HttpResponse {
     HttpResponse::Ok().json(json!({"object": "list", "data": data}))
 }
 
+/// A client request inside its trace span (`Span::none()` while traces are off).
 async fn handle(
+    rt: Arc<Runtime>,
+    req: HttpRequest,
+    payload: web::Payload,
+    format: ClientFormat,
+) -> HttpResponse {
+    let span = trace::request_span(format, req.headers());
+    handle_request(rt, req, payload, format)
+        .instrument(span)
+        .await
+}
+
+async fn handle_request(
     rt: Arc<Runtime>,
     req: HttpRequest,
     payload: web::Payload,
@@ -194,7 +209,9 @@ async fn stream_response(
     let rt2 = rt.clone();
     let route_req = Arc::new(route_req);
     let rr = route_req.clone();
-    let mut routing = Box::pin(async move { routing::route(&rt2, &rr).await });
+    // The routing future may move to the keep-alive task below: it carries the request span.
+    let mut routing =
+        Box::pin(async move { routing::route(&rt2, &rr).await }.instrument(telemetry::current()));
     let early = tokio::time::sleep(Duration::from_millis(after.max(1)));
     tokio::select! {
         res = &mut routing => match res {
@@ -244,7 +261,7 @@ async fn stream_response(
                         let _ = tx.send(Bytes::from(frame)).await;
                     }
                 }
-            });
+            }.instrument(telemetry::current()));
             let stream = futures_util::stream::unfold(rx, |mut rx| async move {
                 rx.recv().await.map(|b| (Ok::<Bytes, actix_web::Error>(b), rx))
             });
@@ -311,6 +328,9 @@ fn committed_body(
     mut timer: RequestTimer,
 ) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, actix_web::Error>>>> {
     timer.commit(route_req.upstream_wait.get());
+    trace::routed(&log.0, route_req, &routed);
+    // The request span ends with the stream, not with the handler.
+    let span = telemetry::current();
     let Routed {
         body,
         conn,
@@ -392,6 +412,7 @@ fn committed_body(
             end.usage.as_ref(),
         );
         timer.finish(200, Duration::ZERO);
+        trace::stream_end(&span, &end);
     });
     let heartbeat = rt_heartbeat;
     let scrubbed = scrub::scrub_stream(
@@ -455,6 +476,7 @@ fn access_log_ok(
         RoutedBody::Json(ok) => ok.usage,
         RoutedBody::Stream(_) => None,
     };
+    trace::routed(request_id, req, routed);
     let Some(mut line) = access_log::Line::start("request") else {
         return;
     };
@@ -500,6 +522,7 @@ fn access_log_error(
     e: &GatewayError,
     started: Instant,
 ) {
+    trace::error(request_id, key, model, e);
     let Some(mut line) = access_log::Line::start("request") else {
         return;
     };

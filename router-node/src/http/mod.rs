@@ -7,6 +7,7 @@ pub mod fallback;
 pub mod ingress;
 pub mod leases;
 pub mod server;
+pub mod trace;
 
 // The client-facing vocabulary moved below the request path; kept reachable here for the
 // listeners.

@@ -196,6 +196,7 @@ pub struct Report {
 
 impl Report {
     pub fn skip(&mut self, target: &str, provider: &str, skip: TargetSkip) {
+        crate::telemetry::event_skip(target, provider, skip.reason());
         if let Some(counters) = &self.skips {
             counters.record(&skip);
         }

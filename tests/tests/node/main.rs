@@ -34,4 +34,5 @@ mod resilience;
 mod sdk_compat;
 mod strategy_inputs;
 mod streams;
+mod tracing_otlp;
 mod upstream_misbehaviour;

@@ -70,7 +70,8 @@ pub async fn attempt(
         client_format: ctx.wire,
         body: ctx.upstream_body.clone(),
         stream: req.body.stream,
-        forward_headers: req.forward_headers.clone(),
+        // With `traceparent` of this attempt's span when traces are on.
+        forward_headers: super::trace::forward_headers(req),
         deadline_ms: earliest(
             earliest(ceiling(provider, now), execution.map(|(at, _)| at)),
             (target_timeout_ms > 0).then(|| now + target_timeout_ms),

@@ -27,6 +27,7 @@ mod fence;
 mod outcome;
 mod permits;
 pub mod retry;
+mod trace;
 
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use switchyard_shared::Millis;
 use switchyard_shared::config::Target;
+use tracing::Instrument;
 
 pub use permits::Permits;
 
@@ -149,8 +151,13 @@ pub async fn run_target(
         // The budgets start here: the queue and semaphore waits were Switchyard's own.
         let dispatched = rt.clock.now();
         attempt::count(rc, &ctx, &conn, dispatched)?;
-        match attempt::attempt(rt, req, &ctx, &conn, rc.target_timeout_ms, dispatched).await {
+        let span = trace::attempt_span(&ctx, &conn);
+        let attempted = attempt::attempt(rt, req, &ctx, &conn, rc.target_timeout_ms, dispatched)
+            .instrument(span.clone())
+            .await;
+        match attempted {
             attempt::Attempted::Replied(body) => {
+                trace::replied(&span, &body);
                 let ok = outcome::Success {
                     body,
                     conn,
@@ -161,7 +168,11 @@ pub async fn run_target(
             }
             attempt::Attempted::Failed(failure) => {
                 drop(permits);
-                match outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure).await {
+                let next = outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure)
+                    .instrument(span.clone())
+                    .await;
+                trace::next(&span, &next);
+                match next {
                     Next::Retry => {}
                     Next::Skip(skip) => return Ok(release(ctx, rc, skip)),
                     Next::Fail(e) => return Err(e),
@@ -169,6 +180,7 @@ pub async fn run_target(
             }
             // The probe lease and the permits go back as this returns.
             attempt::Attempted::Untranslatable(e) | attempt::Attempted::ExecutionTimeout(e) => {
+                trace::ended(&span, &e.code);
                 return Err(e);
             }
         }

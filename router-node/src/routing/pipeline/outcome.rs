@@ -95,6 +95,7 @@ pub async fn on_failure(
         probe,
         rc.is_combo,
     );
+    super::trace::judged(&judged);
     if let Some(session) = &req.session {
         rt.affinity.evict(ctx.provider.idx, session);
     }
