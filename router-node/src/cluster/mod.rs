@@ -15,9 +15,11 @@
 //!   [`Cluster`] implements); they `try_send` and never wait.
 //! - [`replay`]: the bounded queue of local changes kept while Redis is unreachable.
 //! - [`probe`]: the cluster-wide half-open probe lease.
+//! - [`versions`]: which version of each connection record this node's state stands for.
 
 pub mod probe;
 pub mod replay;
+pub mod versions;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -35,6 +37,7 @@ pub use crate::actors::change::{self, LocalChange, Stamped, StatePublisher, brea
 
 use crate::metrics::cluster::{ClusterMetrics, EventResult};
 use replay::ReplayQueue;
+use versions::ConnVersions;
 
 pub use switchyard_shared::store::{REDIS_URL_ENV, redact_url};
 
@@ -65,6 +68,8 @@ pub struct Cluster {
     pub metrics: Arc<ClusterMetrics>,
     /// What the sync tasks know about the cluster.
     pub sync: SyncState,
+    /// Connection record versions: what a resync may adopt.
+    pub versions: ConnVersions,
     writer_tx: mpsc::Sender<Stamped>,
     writer_rx: Mutex<Option<mpsc::Receiver<Stamped>>>,
     replay: Mutex<ReplayQueue<Stamped>>,
@@ -155,6 +160,7 @@ impl Cluster {
             boot_id: random_id(),
             metrics,
             sync: SyncState::default(),
+            versions: ConnVersions::default(),
             writer_tx,
             writer_rx: Mutex::new(Some(writer_rx)),
             replay: Mutex::new(ReplayQueue::new(REPLAY_CAPACITY)),
@@ -182,6 +188,9 @@ impl Cluster {
     /// Hands a local change to the writer without waiting. When the writer's queue is full the
     /// change goes to the replay queue instead, so a burst is delayed, not lost.
     pub fn emit(&self, change: LocalChange) {
+        if let Some(conn) = replay::conn_of(&change) {
+            self.versions.local_change(conn);
+        }
         let stamped = Stamped {
             change,
             wall_ms: wall_ms(),
@@ -195,15 +204,43 @@ impl Cluster {
 
     /// Keeps a change for replay once Redis is reachable again.
     pub(crate) fn defer(&self, stamped: Stamped) {
-        let kind = stamped.change.kind();
+        let mut lost = None;
         if let Ok(mut q) = self.replay.lock() {
-            let before = q.dropped();
-            q.push(stamped);
-            let dropped = q.dropped() - before;
-            if dropped > 0 {
-                self.metrics.event(kind, EventResult::Dropped);
-            }
-            self.metrics.set_replay(q.len(), dropped);
+            lost = q.push(stamped);
+            self.metrics.set_replay(q.len(), u64::from(lost.is_some()));
+        }
+        if let Some(lost) = lost {
+            self.metrics.event(lost.change.kind(), EventResult::Dropped);
+            self.settled(&lost.change, None);
+        }
+    }
+
+    /// The writer is done with `change` (written, refused or dropped); `version` is the
+    /// connection record's version after a write that reported one.
+    pub(crate) fn settled(&self, change: &LocalChange, version: Option<u64>) {
+        if let Some(conn) = replay::conn_of(change) {
+            self.versions.settled(conn, version);
+        }
+    }
+
+    /// Redis failed: drops every queued change that is not extend-only. Replayed after the
+    /// outage, a clear, a reinstatement, a decay or a reset would overwrite whatever newer
+    /// state another node wrote meanwhile (operator actions fail closed instead while Redis is
+    /// unreachable, so what is dropped here was queued behind a burst).
+    pub(crate) fn discard_unsafe_replays(&self) {
+        let mut discarded = Vec::new();
+        if let Ok(mut q) = self.replay.lock() {
+            discarded = q.drain_unless(|s| replay::replayable(&s.change));
+            self.metrics.set_replay(q.len(), 0);
+        }
+        for stamped in discarded {
+            tracing::warn!(
+                kind = stamped.change.kind(),
+                "change not replayed after a Redis failure: it is not extend-only"
+            );
+            self.metrics
+                .event(stamped.change.kind(), EventResult::Dropped);
+            self.settled(&stamped.change, None);
         }
     }
 
@@ -217,10 +254,13 @@ impl Cluster {
 
     /// Puts a change whose replay failed back at the front.
     pub(crate) fn unpop_replay(&self, stamped: Stamped) {
+        let mut lost = None;
         if let Ok(mut q) = self.replay.lock() {
-            let before = q.dropped();
-            q.push_front(stamped);
-            self.metrics.set_replay(q.len(), q.dropped() - before);
+            lost = q.push_front(stamped);
+            self.metrics.set_replay(q.len(), u64::from(lost.is_some()));
+        }
+        if let Some(lost) = lost {
+            self.settled(&lost.change, None);
         }
     }
 

@@ -8,6 +8,7 @@ mod support;
 
 mod breaker;
 mod caps;
+mod heal;
 mod leases;
 mod outage;
 mod sync;
