@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 
 use super::auth::ManagementKey;
 use super::common::{
-    ApiError, ApiResult, Now, check_id, connection_idx, parse_query, provider_idx, require_json,
+    ApiError, ApiResult, Now, check_id, connection_idx, parse_query, provider_idx,
+    require_cluster_store, require_json,
 };
 use super::views::{self, ConnClass};
 use super::{ACTOR_TIMEOUT, MAX_LIST};
@@ -170,6 +171,7 @@ pub async fn delete_model_cooldowns(
             (targets, model, false)
         }
     };
+    require_cluster_store(&rt).await?;
     let at = rt.clock.now();
     let asks = targets.iter().map(|conn| {
         let msg = ClearLockouts {
@@ -290,6 +292,7 @@ pub async fn clear_cooldowns(
             ));
         }
     };
+    require_cluster_store(&rt).await?;
     let at = rt.clock.now();
     let asks = targets.iter().map(|conn| async move {
         let before = conn.load().terminal();
@@ -418,6 +421,7 @@ pub async fn reinstate(rt: Rt, key: ManagementKey, path: web::Path<String>) -> A
         .connections
         .get(connection_idx(&rt, &id)?)
         .ok_or_else(|| ApiError::not_found("connection_not_found", "No such connection"))?;
+    require_cluster_store(&rt).await?;
     let previous = conn.load().terminal();
     let at = rt.clock.now();
     let Some(was_terminal) = ask(conn, Reinstate { at }).await else {

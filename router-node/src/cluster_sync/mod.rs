@@ -7,11 +7,13 @@
 //!   periodically; [`remote`] turns an event into actor messages, and [`adopt`] a newer
 //!   connection record into the messages that make the local state equal to it.
 //! - [`membership`]: heartbeats and the live node count.
+//! - [`operator`]: operator actions in redis mode fail closed while Redis is unreachable.
 //! - [`settings`]: runtime settings shared through Redis.
 //! - [`permits`]: the leasing tasks of cluster-wide `max_concurrent` caps.
 
 pub mod adopt;
 pub mod membership;
+pub mod operator;
 pub mod permits;
 pub mod remote;
 pub mod settings;

@@ -10,6 +10,7 @@ mod breaker;
 mod caps;
 mod heal;
 mod leases;
+mod operator;
 mod outage;
 mod sync;
 mod throughput;
