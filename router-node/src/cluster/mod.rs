@@ -55,6 +55,15 @@ impl StatePublisher for Cluster {
     fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64> {
         Cluster::take_probe(self, provider, local)
     }
+
+    fn release_probe(&self, provider: &Arc<str>, local: u64) {
+        if let Some(generation) = Cluster::take_probe(self, provider, local) {
+            self.emit(LocalChange::ProbeRelease {
+                provider: provider.clone(),
+                generation,
+            });
+        }
+    }
 }
 
 /// This node's membership in a redis-mode cluster.
@@ -290,6 +299,14 @@ impl Cluster {
             .lock()
             .ok()
             .and_then(|mut p| p.remove(&(provider.clone(), local)))
+    }
+
+    /// The cluster generation bound to local probe `local`, keeping the binding.
+    pub fn probe_binding(&self, provider: &Arc<str>, local: u64) -> Option<u64> {
+        self.probes
+            .lock()
+            .ok()
+            .and_then(|p| p.get(&(provider.clone(), local)).copied())
     }
 
     /// Until when (node time) the cluster said another node probes `provider`.

@@ -336,6 +336,16 @@ async fn execute(
             }
             Ok(None)
         }
+        LocalChange::ProbeRelease {
+            provider,
+            generation,
+        } => {
+            let released = store
+                .breaker_probe_release(provider, *generation, &cluster.owner_token())
+                .await?;
+            tracing::debug!(provider = %provider, generation, released, "cluster probe lease handed back");
+            Ok(None)
+        }
         LocalChange::BreakerReset { provider } => {
             let change = store.breaker_reset(provider).await?;
             cluster.set_probe_denied(provider, None);

@@ -12,5 +12,6 @@ mod heal;
 mod leases;
 mod operator;
 mod outage;
+mod probe;
 mod sync;
 mod throughput;

@@ -620,3 +620,62 @@ async fn auth_with_password_works_and_without_fails_clearly() {
     let text = err.to_string().to_lowercase();
     assert!(text.contains("auth"), "{err}");
 }
+
+/// A probe lease handed back early frees the probe for another node at once; only its holder
+/// (owner and generation) can hand it back, and the dispatch fence says whether it is live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_lease_is_handed_back_by_its_holder_only_and_fenced_at_dispatch() {
+    let server = redis();
+    let a = store(&server);
+    let b = store(&server);
+    let p = params(1, 1);
+    a.breaker_failure("pr", &p).await.unwrap();
+    wait_retry_after_over(&a, "pr").await;
+    let ProbeGrant::Granted { generation, .. } =
+        a.breaker_probe_acquire("pr", "a", 60_000).await.unwrap()
+    else {
+        panic!("a wins the probe");
+    };
+    assert!(a.breaker_probe_holds("pr", generation).await.unwrap());
+    assert!(
+        matches!(
+            b.breaker_probe_acquire("pr", "b", 60_000).await.unwrap(),
+            ProbeGrant::Denied { retry_after_ms } if retry_after_ms > 50_000
+        ),
+        "one live lease at a time"
+    );
+    // Not the holder: nothing happens.
+    assert!(
+        !b.breaker_probe_release("pr", generation, "b")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !a.breaker_probe_release("pr", generation + 1, "a")
+            .await
+            .unwrap()
+    );
+    assert!(a.breaker_probe_holds("pr", generation).await.unwrap());
+    // The holder hands it back: b probes now, not in a minute.
+    assert!(
+        a.breaker_probe_release("pr", generation, "a")
+            .await
+            .unwrap()
+    );
+    assert!(!a.breaker_probe_holds("pr", generation).await.unwrap());
+    let ProbeGrant::Granted {
+        generation: next, ..
+    } = b.breaker_probe_acquire("pr", "b", 60_000).await.unwrap()
+    else {
+        panic!("the released probe is b's to take");
+    };
+    assert!(next > generation);
+    // a's old lease is fenced off at dispatch, and cannot release b's.
+    assert!(!a.breaker_probe_holds("pr", generation).await.unwrap());
+    assert!(
+        !a.breaker_probe_release("pr", generation, "a")
+            .await
+            .unwrap()
+    );
+    assert!(b.breaker_probe_holds("pr", next).await.unwrap());
+}
