@@ -101,6 +101,9 @@ pub struct SyncState {
     seq: AtomicU64,
     /// Wall clock of the last completed resync (epoch ms, 0 = never).
     pub last_resync_ms: AtomicU64,
+    /// The settings document (JSON) of the version this node last applied or wrote: the base
+    /// a local patch was computed from, for rebasing it onto a concurrent one.
+    settings_base: Mutex<Option<(u64, serde_json::Value)>>,
 }
 
 impl SyncState {
@@ -121,6 +124,27 @@ impl SyncState {
 
     pub(crate) fn set_live_nodes(&self, n: u32) {
         self.live_nodes.store(n, Ordering::Relaxed);
+    }
+
+    /// The settings document of `version`, when that is the one this node knows; version 0
+    /// (nothing shared yet) is the empty layer.
+    pub fn settings_base(&self, version: u64) -> Option<serde_json::Value> {
+        if version == 0 {
+            return Some(serde_json::Value::Object(serde_json::Map::new()));
+        }
+        self.settings_base.lock().ok().and_then(|b| {
+            b.as_ref()
+                .filter(|(v, _)| *v == version)
+                .map(|(_, d)| d.clone())
+        })
+    }
+
+    pub fn set_settings_base(&self, version: u64, doc: serde_json::Value) {
+        if let Ok(mut b) = self.settings_base.lock()
+            && b.as_ref().is_none_or(|(v, _)| *v <= version)
+        {
+            *b = Some((version, doc));
+        }
     }
 
     pub(crate) fn next_seq(&self) -> u64 {

@@ -13,5 +13,6 @@ mod leases;
 mod operator;
 mod outage;
 mod probe;
+mod settings;
 mod sync;
 mod throughput;

@@ -538,6 +538,36 @@ async fn settings_versions_bump() {
     );
 }
 
+/// A settings write based on a version that is no longer the stored one is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_writes_compare_and_set_on_the_version() {
+    use switchyard_shared::store::SettingsWrite;
+    let server = redis();
+    let a = store(&server);
+    let b = store(&server);
+    assert_eq!(
+        a.settings_write_if(0, r#"{"a":1}"#).await.unwrap(),
+        SettingsWrite::Written(1)
+    );
+    // b computed its change from "nothing stored": refused, nothing written.
+    assert_eq!(
+        b.settings_write_if(0, r#"{"b":1}"#).await.unwrap(),
+        SettingsWrite::Conflict(1)
+    );
+    assert_eq!(
+        b.settings_read().await.unwrap(),
+        Some((1, r#"{"a":1}"#.to_owned()))
+    );
+    assert_eq!(
+        b.settings_write_if(1, r#"{"a":1,"b":1}"#).await.unwrap(),
+        SettingsWrite::Written(2)
+    );
+    assert_eq!(
+        a.settings_write_if(1, r#"{"a":2}"#).await.unwrap(),
+        SettingsWrite::Conflict(2)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_expire_and_are_pruned() {
     let server = redis();
