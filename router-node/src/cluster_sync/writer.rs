@@ -186,6 +186,16 @@ async fn execute(
         }
         LocalChange::Terminal { conn, status } => {
             let w = store.terminal_set_versioned(conn, *status).await?;
+            // Re-applied locally (a no-op unless a resync adopted an older record meanwhile).
+            remote::to_connection(
+                &runtime(),
+                conn,
+                RemoteConn::Cooldown {
+                    remaining_ms: 0,
+                    level: 0,
+                    terminal: Some(*status),
+                },
+            );
             if w.changed {
                 publish(
                     cluster,
