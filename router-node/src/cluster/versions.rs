@@ -93,6 +93,12 @@ impl ConnVersions {
         });
     }
 
+    /// The version of `conn` this node adopted last (0 = none).
+    pub fn adopted_version(&self, conn: &str) -> u64 {
+        self.with(|inner| inner.entries.get(conn).map_or(0, |e| e.adopted))
+            .unwrap_or(0)
+    }
+
     /// Local changes to `conn` not settled by the writer yet.
     pub fn pending(&self, conn: &str) -> u32 {
         self.with(|inner| inner.entries.get(conn).map_or(0, |e| e.pending))

@@ -30,15 +30,18 @@ pub struct LocalView {
 }
 
 /// The messages that make the local state equal to `record` and its `lockouts`, in order.
-/// `now` is node time (the instant the messages are applied at).
+/// `reinstated`: the record was reinstated after the version this node adopted last. A terminal
+/// status is lowered only then: a record that merely lacks it (re-created after Redis lost
+/// data) does not lift it. `now` is node time (the instant the messages are applied at).
 pub fn plan(
     local: &LocalView,
     record: &ConnRecord,
     lockouts: &[LockoutRecord],
+    reinstated: bool,
     now: Millis,
 ) -> Vec<RemoteConn> {
     let mut out = Vec::new();
-    if record.terminal.is_none() {
+    if record.terminal.is_none() && (!local.terminal || reinstated) {
         let mut level = local.backoff_level;
         let mut cooldown = local.cooldown_remaining_ms;
         if local.terminal {
@@ -132,8 +135,22 @@ mod tests {
             ..LocalView::default()
         };
         assert_eq!(
-            plan(&local, &record(0, 0, None), &[], 5),
+            plan(&local, &record(0, 0, None), &[], true, 5),
             vec![RemoteConn::Reinstated]
+        );
+    }
+
+    #[test]
+    fn a_record_without_a_reinstatement_never_lifts_a_terminal_status() {
+        let local = LocalView {
+            terminal: true,
+            ..LocalView::default()
+        };
+        // Re-created after Redis lost data: a cooldown, but no reinstatement on record.
+        let plan = plan(&local, &record(5_000, 1, None), &[], false, 5);
+        assert!(
+            !plan.contains(&RemoteConn::Reinstated) && !plan.contains(&RemoteConn::Cleared),
+            "{plan:?}"
         );
     }
 
@@ -147,7 +164,7 @@ mod tests {
         };
         // Eased in Redis: no cooldown, level 2, the lockout gone.
         assert_eq!(
-            plan(&local, &record(0, 2, None), &[], 5),
+            plan(&local, &record(0, 2, None), &[], false, 5),
             vec![
                 RemoteConn::Cleared,
                 RemoteConn::Eased { started: 5 },
@@ -168,7 +185,13 @@ mod tests {
             lockouts: vec![(key("m"), 10_000)],
             ..LocalView::default()
         };
-        let plan = plan(&local, &record(29_900, 1, None), &[lock("m", 9_950)], 5);
+        let plan = plan(
+            &local,
+            &record(29_900, 1, None),
+            &[lock("m", 9_950)],
+            false,
+            5,
+        );
         assert!(
             plan.iter()
                 .all(|m| matches!(m, RemoteConn::Cooldown { .. } | RemoteConn::Lockout { .. })),
@@ -185,7 +208,7 @@ mod tests {
         };
         let banned = Some(TerminalStatus::Banned);
         assert_eq!(
-            plan(&local, &record(0, 0, banned), &[], 5),
+            plan(&local, &record(0, 0, banned), &[], false, 5),
             vec![RemoteConn::Cooldown {
                 remaining_ms: 0,
                 level: 0,
@@ -196,6 +219,6 @@ mod tests {
 
     #[test]
     fn a_clean_record_and_a_clean_node_need_nothing() {
-        assert!(plan(&LocalView::default(), &record(0, 0, None), &[], 5).is_empty());
+        assert!(plan(&LocalView::default(), &record(0, 0, None), &[], false, 5).is_empty());
     }
 }

@@ -150,7 +150,8 @@ pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
         }
         let now = rt.clock.now();
         let local = local_view(&handle.load(), now);
-        for change in adopt::plan(&local, &state.record, &lockouts, now) {
+        let reinstated = state.reinstated > versions.adopted_version(&handle.id);
+        for change in adopt::plan(&local, &state.record, &lockouts, reinstated, now) {
             remote::to_connection(rt, &handle.id, change);
         }
         versions.adopted(&handle.id, state.version);
