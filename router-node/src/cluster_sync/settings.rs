@@ -141,10 +141,13 @@ fn merge(base: &Value, ours: &Value, theirs: &Value) -> Value {
 /// version an event announced, to skip the read when it is not newer). Returns whether new
 /// settings were applied.
 pub async fn pull(cluster: &Cluster, rt: &Runtime, hint: Option<u64>) -> Result<bool, StoreError> {
-    let applied = cluster.sync.settings_version.load(Ordering::Relaxed);
-    if hint.is_some_and(|v| v <= applied) {
+    if hint.is_some_and(|v| v <= cluster.sync.settings_version.load(Ordering::Relaxed)) {
         return Ok(false);
     }
+    // Read and apply under the writer lock: a document read before a concurrent local patch
+    // was written must not be applied after it.
+    let _writer = rt.settings_store.lock_writer().await;
+    let applied = cluster.sync.settings_version.load(Ordering::Relaxed);
     let Some((version, doc)) = cluster.store.settings_read().await? else {
         return Ok(false);
     };
@@ -163,7 +166,7 @@ pub async fn pull(cluster: &Cluster, rt: &Runtime, hint: Option<u64>) -> Result<
         }
     };
     let doc = serde_json::to_value(&persisted).unwrap_or(Value::Null);
-    apply_persisted(rt, persisted).await;
+    apply_locked(rt, persisted).await;
     cluster.sync.set_settings_base(version, doc);
     cluster
         .sync
@@ -177,8 +180,13 @@ pub async fn pull(cluster: &Cluster, rt: &Runtime, hint: Option<u64>) -> Result<
 /// patch does: the request path reads them on its next load and the actors get their new
 /// profiles by message.
 pub async fn apply_persisted(rt: &Runtime, next: Persisted) {
+    let _writer = rt.settings_store.lock_writer().await;
+    apply_locked(rt, next).await;
+}
+
+/// [`apply_persisted`] for a caller that holds the settings writer lock.
+async fn apply_locked(rt: &Runtime, next: Persisted) {
     let store = &rt.settings_store;
-    let _writer = store.lock_writer().await;
     let built = settings::build(&rt.config, store.env(), &next);
     if let Err(e) = store.store(next).await {
         tracing::warn!(error = %e, "shared settings not written to the local state file");
