@@ -244,7 +244,7 @@ impl Cluster {
         }
         if let Some(lost) = lost {
             self.metrics.event(lost.change.kind(), EventResult::Dropped);
-            self.settled(&lost.change, None);
+            self.unwritten(&lost.change);
         }
     }
 
@@ -253,6 +253,20 @@ impl Cluster {
     pub(crate) fn settled(&self, change: &LocalChange, version: Option<u64>) {
         if let Some(conn) = replay::conn_of(change) {
             self.versions.settled(conn, version);
+        }
+    }
+
+    /// The writer gave up on `change` (refused, dropped from a full replay queue, or not
+    /// extend-only while Redis failed). A change that lowered the local state (a clear, a
+    /// reinstatement, a success, a decay) makes the connection's record adopted again on the
+    /// next resync, so the lowering does not outlive it on this node alone; an extend-only one
+    /// stays in the local state (the safe direction).
+    pub(crate) fn unwritten(&self, change: &LocalChange) {
+        self.settled(change, None);
+        if !replay::replayable(change)
+            && let Some(conn) = replay::conn_of(change)
+        {
+            self.versions.forget(conn);
         }
     }
 
@@ -273,7 +287,7 @@ impl Cluster {
             );
             self.metrics
                 .event(stamped.change.kind(), EventResult::Dropped);
-            self.settled(&stamped.change, None);
+            self.unwritten(&stamped.change);
         }
     }
 
@@ -293,7 +307,7 @@ impl Cluster {
             self.metrics.set_replay(q.len(), u64::from(lost.is_some()));
         }
         if let Some(lost) = lost {
-            self.settled(&lost.change, None);
+            self.unwritten(&lost.change);
         }
     }
 

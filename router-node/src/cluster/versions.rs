@@ -93,6 +93,16 @@ impl ConnVersions {
         });
     }
 
+    /// A local change to `conn` will never reach Redis: the local state may now differ from
+    /// the record at the version this node adopted, so the next resync adopts it again.
+    pub fn forget(&self, conn: &str) {
+        self.with(|inner| {
+            if let Some(e) = inner.entries.get_mut(conn) {
+                e.adopted = 0;
+            }
+        });
+    }
+
     /// The version of `conn` this node adopted last (0 = none).
     pub fn adopted_version(&self, conn: &str) -> u64 {
         self.with(|inner| inner.entries.get(conn).map_or(0, |e| e.adopted))
@@ -152,6 +162,15 @@ mod tests {
         // Settling more than was handed over never underflows.
         v.settled(&conn(), None);
         assert_eq!(v.pending("k"), 0);
+    }
+
+    #[test]
+    fn a_change_that_never_reached_redis_makes_the_record_adopted_again() {
+        let v = ConnVersions::default();
+        v.adopted(&conn(), 10);
+        assert!(!v.should_adopt("k", 10));
+        v.forget("k");
+        assert!(v.should_adopt("k", 10));
     }
 
     #[test]

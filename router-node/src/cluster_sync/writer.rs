@@ -101,11 +101,12 @@ fn rejected(cluster: &Cluster, stamped: &Stamped, e: &StoreError) {
     cluster
         .metrics
         .event(stamped.change.kind(), EventResult::Dropped);
-    cluster.settled(&stamped.change, None);
+    cluster.unwritten(&stamped.change);
 }
 
 /// A change that is not extend-only and could not be written now: replaying it later could
-/// overwrite newer state, so it is dropped (peers re-learn from Redis on their resync).
+/// overwrite newer state, so it is dropped, and this node adopts Redis's record again on its
+/// next resync.
 fn not_replayed(cluster: &Cluster, stamped: &Stamped, e: &StoreError) {
     tracing::warn!(
         kind = stamped.change.kind(),
@@ -115,7 +116,7 @@ fn not_replayed(cluster: &Cluster, stamped: &Stamped, e: &StoreError) {
     cluster
         .metrics
         .event(stamped.change.kind(), EventResult::Dropped);
-    cluster.settled(&stamped.change, None);
+    cluster.unwritten(&stamped.change);
 }
 
 /// Whether Redis may accept the change later (not a malformed reply or a bad config).
