@@ -264,8 +264,8 @@ impl Handler<ReleaseProbe> for ProviderBreakerActor {
 
     fn handle(&mut self, msg: ReleaseProbe, _: &mut Self::Context) {
         if let Some(cluster) = &self.cluster {
-            // The cluster lease lapses on its own TTL; only the local binding goes.
-            let _ = cluster.take_probe(&self.provider.id, msg.generation.0);
+            // The probe never reached upstream: its cluster lease goes back too.
+            cluster.release_probe(&self.provider.id, msg.generation.0);
         }
         self.breaker.release_probe(msg.generation, msg.at);
         self.publish(msg.at);

@@ -22,6 +22,11 @@ pub trait StatePublisher: Send + Sync + std::fmt::Debug {
     /// The cluster probe generation bound to local probe `local` of `provider`, removing the
     /// binding (so a probe's outcome is fenced by the cluster's generation).
     fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64>;
+    /// Local probe `local` of `provider` was handed back without an outcome (it never reached
+    /// upstream): hand back its cluster probe lease too, so another node may probe now.
+    fn release_probe(&self, provider: &Arc<str>, local: u64) {
+        let _ = self.take_probe(provider, local);
+    }
 }
 
 /// The shared breaker's parameters for a local profile.
@@ -90,6 +95,8 @@ pub enum LocalChange {
     },
     /// Operator reset of the breaker.
     BreakerReset { provider: Arc<str> },
+    /// A cluster probe lease whose probe never reached upstream, handed back early.
+    ProbeRelease { provider: Arc<str>, generation: u64 },
 }
 
 impl LocalChange {
@@ -108,6 +115,7 @@ impl LocalChange {
             Self::BreakerSuccess { .. } => "breaker_success",
             Self::ProbeResult { .. } => "breaker_probe_result",
             Self::BreakerReset { .. } => "breaker_reset",
+            Self::ProbeRelease { .. } => "breaker_probe_release",
         }
     }
 }

@@ -22,6 +22,24 @@ use crate::api::body::read_limited;
 use crate::api::errors::{ClientFormat, GatewayError};
 use crate::runtime::Runtime;
 
+/// In redis mode, 503 `cluster_store_unavailable` unless Redis answers now: operator actions
+/// that change shared state (clears, reinstatements, breaker resets) fail closed rather than
+/// change this node only and be overwritten or overwrite later (see
+/// [`crate::cluster_sync::operator`]). Call it after the request is validated, before acting.
+pub async fn require_cluster_store(rt: &Runtime) -> Result<(), ApiError> {
+    crate::cluster_sync::operator::require_store(rt)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "operator action refused: the cluster store is unreachable");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "cluster_store_unavailable",
+                "The cluster state store (Redis) is unreachable; nothing was changed",
+            )
+        })
+}
+
 /// An admin error: a [`GatewayError`] rendered in the OpenAI-style envelope.
 #[derive(Debug)]
 pub struct ApiError(pub GatewayError);

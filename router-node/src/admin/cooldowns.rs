@@ -26,7 +26,8 @@ use switchyard_shared::admin_kit::clear::{
 
 use super::auth::ManagementKey;
 use super::common::{
-    ApiError, ApiResult, Catalogue, Now, connection_idx, parse_query, provider_idx, require_json,
+    ApiError, ApiResult, Catalogue, Now, connection_idx, parse_query, provider_idx,
+    require_cluster_store, require_json,
 };
 use super::views::{self, ConnClass};
 use super::{ACTOR_TIMEOUT, MAX_LIST};
@@ -126,6 +127,7 @@ pub async fn delete_model_cooldowns(
             (targets, model, false)
         }
     };
+    require_cluster_store(&rt).await?;
     let at = rt.clock.now();
     let asks = targets.iter().map(|conn| {
         let msg = ClearLockouts {
@@ -187,6 +189,7 @@ pub async fn clear_cooldowns(
         CooldownClear::Ids(ids) => ids.iter().filter_map(|id| rt.connection(id)).collect(),
         CooldownClear::All { provider } => connections_of(&rt, provider.as_deref())?,
     };
+    require_cluster_store(&rt).await?;
     let at = rt.clock.now();
     let asks = targets.iter().map(|conn| async move {
         let before = conn.load().terminal();
@@ -315,6 +318,7 @@ pub async fn reinstate(rt: Rt, key: ManagementKey, path: web::Path<String>) -> A
         .connections
         .get(connection_idx(&rt, &id)?)
         .ok_or_else(|| ApiError::not_found("connection_not_found", "No such connection"))?;
+    require_cluster_store(&rt).await?;
     let previous = conn.load().terminal();
     let at = rt.clock.now();
     let Some(was_terminal) = ask(conn, Reinstate { at }).await else {

@@ -23,7 +23,9 @@ use switchyard_shared::settings::{self, FieldError, apply_patch};
 
 use super::ACTOR_TIMEOUT;
 use super::auth::ManagementKey;
-use super::common::{ApiError, ApiResult, Now, provider_idx, read_json, read_raw};
+use super::common::{
+    ApiError, ApiResult, Now, provider_idx, read_json, read_raw, require_cluster_store,
+};
 use crate::actors::{ApplySettings, ResetBreaker};
 use crate::reload::Rt;
 use crate::runtime::Runtime;
@@ -190,6 +192,7 @@ pub async fn reset_breakers(
         Some(b) => vec![provider_idx(&rt, &b.provider)?],
         None => (0..rt.providers.len()).collect(),
     };
+    require_cluster_store(&rt).await?;
     let now = Now::read(&rt);
     let asks = targets
         .iter()

@@ -15,9 +15,11 @@
 //!   [`Cluster`] implements); they `try_send` and never wait.
 //! - [`replay`]: the bounded queue of local changes kept while Redis is unreachable.
 //! - [`probe`]: the cluster-wide half-open probe lease.
+//! - [`versions`]: which version of each connection record this node's state stands for.
 
 pub mod probe;
 pub mod replay;
+pub mod versions;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -35,6 +37,7 @@ pub use crate::actors::change::{self, LocalChange, Stamped, StatePublisher, brea
 
 use crate::metrics::cluster::{ClusterMetrics, EventResult};
 use replay::ReplayQueue;
+use versions::ConnVersions;
 
 pub use switchyard_shared::store::{REDIS_URL_ENV, redact_url};
 
@@ -52,6 +55,15 @@ impl StatePublisher for Cluster {
     fn take_probe(&self, provider: &Arc<str>, local: u64) -> Option<u64> {
         Cluster::take_probe(self, provider, local)
     }
+
+    fn release_probe(&self, provider: &Arc<str>, local: u64) {
+        if let Some(generation) = Cluster::take_probe(self, provider, local) {
+            self.emit(LocalChange::ProbeRelease {
+                provider: provider.clone(),
+                generation,
+            });
+        }
+    }
 }
 
 /// This node's membership in a redis-mode cluster.
@@ -65,6 +77,8 @@ pub struct Cluster {
     pub metrics: Arc<ClusterMetrics>,
     /// What the sync tasks know about the cluster.
     pub sync: SyncState,
+    /// Connection record versions: what a resync may adopt.
+    pub versions: ConnVersions,
     writer_tx: mpsc::Sender<Stamped>,
     writer_rx: Mutex<Option<mpsc::Receiver<Stamped>>>,
     replay: Mutex<ReplayQueue<Stamped>>,
@@ -87,6 +101,9 @@ pub struct SyncState {
     seq: AtomicU64,
     /// Wall clock of the last completed resync (epoch ms, 0 = never).
     pub last_resync_ms: AtomicU64,
+    /// The settings document (JSON) of the version this node last applied or wrote: the base
+    /// a local patch was computed from, for rebasing it onto a concurrent one.
+    settings_base: Mutex<Option<(u64, serde_json::Value)>>,
 }
 
 impl SyncState {
@@ -107,6 +124,27 @@ impl SyncState {
 
     pub(crate) fn set_live_nodes(&self, n: u32) {
         self.live_nodes.store(n, Ordering::Relaxed);
+    }
+
+    /// The settings document of `version`, when that is the one this node knows; version 0
+    /// (nothing shared yet) is the empty layer.
+    pub fn settings_base(&self, version: u64) -> Option<serde_json::Value> {
+        if version == 0 {
+            return Some(serde_json::Value::Object(serde_json::Map::new()));
+        }
+        self.settings_base.lock().ok().and_then(|b| {
+            b.as_ref()
+                .filter(|(v, _)| *v == version)
+                .map(|(_, d)| d.clone())
+        })
+    }
+
+    pub fn set_settings_base(&self, version: u64, doc: serde_json::Value) {
+        if let Ok(mut b) = self.settings_base.lock()
+            && b.as_ref().is_none_or(|(v, _)| *v <= version)
+        {
+            *b = Some((version, doc));
+        }
     }
 
     pub(crate) fn next_seq(&self) -> u64 {
@@ -155,6 +193,7 @@ impl Cluster {
             boot_id: random_id(),
             metrics,
             sync: SyncState::default(),
+            versions: ConnVersions::default(),
             writer_tx,
             writer_rx: Mutex::new(Some(writer_rx)),
             replay: Mutex::new(ReplayQueue::new(REPLAY_CAPACITY)),
@@ -182,6 +221,9 @@ impl Cluster {
     /// Hands a local change to the writer without waiting. When the writer's queue is full the
     /// change goes to the replay queue instead, so a burst is delayed, not lost.
     pub fn emit(&self, change: LocalChange) {
+        if let Some(conn) = replay::conn_of(&change) {
+            self.versions.local_change(conn);
+        }
         let stamped = Stamped {
             change,
             wall_ms: wall_ms(),
@@ -195,15 +237,57 @@ impl Cluster {
 
     /// Keeps a change for replay once Redis is reachable again.
     pub(crate) fn defer(&self, stamped: Stamped) {
-        let kind = stamped.change.kind();
+        let mut lost = None;
         if let Ok(mut q) = self.replay.lock() {
-            let before = q.dropped();
-            q.push(stamped);
-            let dropped = q.dropped() - before;
-            if dropped > 0 {
-                self.metrics.event(kind, EventResult::Dropped);
-            }
-            self.metrics.set_replay(q.len(), dropped);
+            lost = q.push(stamped);
+            self.metrics.set_replay(q.len(), u64::from(lost.is_some()));
+        }
+        if let Some(lost) = lost {
+            self.metrics.event(lost.change.kind(), EventResult::Dropped);
+            self.unwritten(&lost.change);
+        }
+    }
+
+    /// The writer is done with `change` (written, refused or dropped); `version` is the
+    /// connection record's version after a write that reported one.
+    pub(crate) fn settled(&self, change: &LocalChange, version: Option<u64>) {
+        if let Some(conn) = replay::conn_of(change) {
+            self.versions.settled(conn, version);
+        }
+    }
+
+    /// The writer gave up on `change` (refused, dropped from a full replay queue, or not
+    /// extend-only while Redis failed). A change that lowered the local state (a clear, a
+    /// reinstatement, a success, a decay) makes the connection's record adopted again on the
+    /// next resync, so the lowering does not outlive it on this node alone; an extend-only one
+    /// stays in the local state (the safe direction).
+    pub(crate) fn unwritten(&self, change: &LocalChange) {
+        self.settled(change, None);
+        if !replay::replayable(change)
+            && let Some(conn) = replay::conn_of(change)
+        {
+            self.versions.forget(conn);
+        }
+    }
+
+    /// Redis failed: drops every queued change that is not extend-only. Replayed after the
+    /// outage, a clear, a reinstatement, a decay or a reset would overwrite whatever newer
+    /// state another node wrote meanwhile (operator actions fail closed instead while Redis is
+    /// unreachable, so what is dropped here was queued behind a burst).
+    pub(crate) fn discard_unsafe_replays(&self) {
+        let mut discarded = Vec::new();
+        if let Ok(mut q) = self.replay.lock() {
+            discarded = q.drain_unless(|s| replay::replayable(&s.change));
+            self.metrics.set_replay(q.len(), 0);
+        }
+        for stamped in discarded {
+            tracing::warn!(
+                kind = stamped.change.kind(),
+                "change not replayed after a Redis failure: it is not extend-only"
+            );
+            self.metrics
+                .event(stamped.change.kind(), EventResult::Dropped);
+            self.unwritten(&stamped.change);
         }
     }
 
@@ -217,10 +301,13 @@ impl Cluster {
 
     /// Puts a change whose replay failed back at the front.
     pub(crate) fn unpop_replay(&self, stamped: Stamped) {
+        let mut lost = None;
         if let Ok(mut q) = self.replay.lock() {
-            let before = q.dropped();
-            q.push_front(stamped);
-            self.metrics.set_replay(q.len(), q.dropped() - before);
+            lost = q.push_front(stamped);
+            self.metrics.set_replay(q.len(), u64::from(lost.is_some()));
+        }
+        if let Some(lost) = lost {
+            self.unwritten(&lost.change);
         }
     }
 
@@ -250,6 +337,14 @@ impl Cluster {
             .lock()
             .ok()
             .and_then(|mut p| p.remove(&(provider.clone(), local)))
+    }
+
+    /// The cluster generation bound to local probe `local`, keeping the binding.
+    pub fn probe_binding(&self, provider: &Arc<str>, local: u64) -> Option<u64> {
+        self.probes
+            .lock()
+            .ok()
+            .and_then(|p| p.get(&(provider.clone(), local)).copied())
     }
 
     /// Until when (node time) the cluster said another node probes `provider`.

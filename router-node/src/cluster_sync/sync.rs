@@ -4,8 +4,11 @@
 //! is gone; the keys in Redis are the truth. Every `Connected` from the subscriber (the first
 //! one and each after a reconnect) triggers a resync before the node trusts its view again,
 //! and a periodic reconcile catches anything lost on a live connection (a full channel, a
-//! failed publish). A resync applies what it reads as remote state, extend-only, so it never
-//! shortens a cooldown this node set itself; only explicit events clear.
+//! failed publish). Every connection record carries a version bumped by every write, clears
+//! included: a resync makes the node's state equal to every record whose version is newer than
+//! the one the node adopted, lowering as well as raising, so a clear, a reinstatement or an
+//! eased cooldown whose event was lost heals within one resync interval. It never lowers a
+//! connection with a local change still on its way to Redis ([`crate::cluster::versions`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +16,11 @@ use std::time::Duration;
 use switchyard_shared::store::{StoreError, Subscriber, SubscriberEvent};
 use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
 
+use switchyard_shared::Millis;
+
 use super::remote::{self, Applied};
-use super::{RuntimeSource, settings};
-use crate::actors::RemoteConn;
-use crate::actors::change::lock_reason_of;
+use super::{RuntimeSource, adopt, settings};
+use crate::actors::ConnSnapshot;
 use crate::cluster::{Cluster, wall_ms};
 use crate::metrics::cluster::EventResult;
 use crate::runtime::Runtime;
@@ -124,46 +128,37 @@ async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
     }
 }
 
-/// Reads every configured connection, lockout, breaker and the settings from Redis and
-/// applies them as remote state.
+/// Reads every configured connection record, breaker and the settings from Redis. A
+/// connection whose record version is newer than the one this node adopted is made equal to
+/// Redis's record, lowering as well as raising ([`adopt`]); only those connections' lockouts
+/// are read.
 pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
     let store = &cluster.store;
+    let versions = &cluster.versions;
+    versions.begin_resync(std::ptr::from_ref(rt) as usize);
     let conns: Vec<&str> = rt.connections.iter().map(|c| &*c.id).collect();
-    for record in store.read_connections(&conns).await? {
-        if record.remaining_ms > 0 || record.backoff_level > 0 || record.terminal.is_some() {
-            remote::to_connection(
-                rt,
-                &record.conn,
-                RemoteConn::Cooldown {
-                    remaining_ms: record.remaining_ms,
-                    level: record.backoff_level,
-                    terminal: record.terminal,
-                },
-            );
+    let states = store.read_connection_states(&conns).await?;
+    let mut adopted = 0usize;
+    for (handle, state) in rt.connections.iter().zip(states) {
+        if !versions.should_adopt(&handle.id, state.version) {
+            continue;
         }
+        let lockouts = store.read_lockouts(&handle.id).await?;
+        // Checked again after the await: a local change may have been made meanwhile.
+        if !versions.should_adopt(&handle.id, state.version) {
+            continue;
+        }
+        let now = rt.clock.now();
+        let local = local_view(&handle.load(), now);
+        let reinstated = state.reinstated > versions.adopted_version(&handle.id);
+        for change in adopt::plan(&local, &state.record, &lockouts, reinstated, now) {
+            remote::to_connection(rt, &handle.id, change);
+        }
+        versions.adopted(&handle.id, state.version);
+        adopted += 1;
     }
-    for conn in &conns {
-        for lock in store.read_lockouts(conn).await? {
-            if lock.remaining_ms == 0 {
-                continue;
-            }
-            remote::to_connection(
-                rt,
-                conn,
-                RemoteConn::Lockout {
-                    key: switchyard_shared::lockout::LockKey {
-                        provider: lock.provider.clone(),
-                        connection: lock.conn.clone(),
-                        model: crate::actors::change::lock_target_of(&lock.model),
-                    },
-                    reason: lock_reason_of(
-                        lock.reason
-                            .unwrap_or(switchyard_shared::outcome::FailureReason::Unknown),
-                    ),
-                    remaining_ms: lock.remaining_ms,
-                },
-            );
-        }
+    if adopted > 0 {
+        tracing::debug!(adopted, "connection records adopted from Redis");
     }
     let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
     for b in store.read_breakers(&providers).await? {
@@ -185,4 +180,19 @@ pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
         .last_resync_ms
         .store(wall_ms(), std::sync::atomic::Ordering::Relaxed);
     Ok(())
+}
+
+/// The part of a connection's snapshot that the shared record covers.
+fn local_view(snapshot: &ConnSnapshot, now: Millis) -> adopt::LocalView {
+    adopt::LocalView {
+        terminal: snapshot.terminal().is_some(),
+        cooldown_remaining_ms: snapshot.cooldown_remaining(now),
+        backoff_level: snapshot.state.backoff_level,
+        lockouts: snapshot
+            .lockouts
+            .active(now)
+            .into_iter()
+            .map(|(key, entry)| (key.clone(), entry.remaining_ms(now)))
+            .collect(),
+    }
 }

@@ -7,10 +7,12 @@
 //! When Redis answers with more than this node knew (a longer cooldown, a terminal status),
 //! the reply is applied locally as remote state.
 //!
-//! While Redis is unreachable every change goes to the bounded replay queue, replayed in order
-//! on the next tick once Redis answers again. Durations are shortened by the time the change
-//! waited, so a replayed cooldown ends when it would have; one that already ended is not
-//! written at all.
+//! While Redis is unreachable the extend-only changes go to the bounded replay queue, replayed
+//! in order on the next tick once Redis answers again; the others are dropped (see
+//! [`crate::cluster::replay`]). Durations are shortened by the time the change waited, so a
+//! replayed cooldown ends when it would have; one that already ended is not written at all.
+//! Every change of a connection is reported settled to [`crate::cluster::versions`] once the
+//! writer is done with it, with the record version its write produced.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use super::RuntimeSource;
 use super::remote::{self, ALL_MODELS};
 use crate::actors::RemoteConn;
 use crate::actors::change::{LocalChange, Stamped};
-use crate::cluster::{Cluster, wall_ms};
+use crate::cluster::{Cluster, replay as replay_queue, wall_ms};
 use crate::metrics::cluster::EventResult;
 
 /// How often the replay queue is retried.
@@ -58,14 +60,16 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
 /// Writes one change, or keeps it for replay when Redis cannot be reached.
 async fn write(cluster: &Cluster, runtime: &RuntimeSource, stamped: Stamped) {
     match execute(cluster, runtime, &stamped).await {
-        Ok(()) => {}
-        Err(e) if retryable(&e) => cluster.defer(stamped),
-        Err(e) => {
-            tracing::warn!(kind = stamped.change.kind(), error = %e, "cluster write rejected");
-            cluster
-                .metrics
-                .event(stamped.change.kind(), EventResult::Dropped);
+        Ok(version) => cluster.settled(&stamped.change, version),
+        Err(e) if retryable(&e) => {
+            cluster.discard_unsafe_replays();
+            if replay_queue::replayable(&stamped.change) {
+                cluster.defer(stamped);
+            } else {
+                not_replayed(cluster, &stamped, &e);
+            }
         }
+        Err(e) => rejected(cluster, &stamped, &e),
     }
 }
 
@@ -76,19 +80,43 @@ async fn replay(cluster: &Cluster, runtime: &RuntimeSource) {
             return;
         };
         match execute(cluster, runtime, &stamped).await {
-            Ok(()) => {}
+            Ok(version) => cluster.settled(&stamped.change, version),
             Err(e) if retryable(&e) => {
-                cluster.unpop_replay(stamped);
+                if replay_queue::replayable(&stamped.change) {
+                    cluster.unpop_replay(stamped);
+                } else {
+                    not_replayed(cluster, &stamped, &e);
+                }
+                cluster.discard_unsafe_replays();
                 return;
             }
-            Err(e) => {
-                tracing::warn!(kind = stamped.change.kind(), error = %e, "cluster replay rejected");
-                cluster
-                    .metrics
-                    .event(stamped.change.kind(), EventResult::Dropped);
-            }
+            Err(e) => rejected(cluster, &stamped, &e),
         }
     }
+}
+
+/// A change Redis refused for good (a malformed reply, a bad config).
+fn rejected(cluster: &Cluster, stamped: &Stamped, e: &StoreError) {
+    tracing::warn!(kind = stamped.change.kind(), error = %e, "cluster write rejected");
+    cluster
+        .metrics
+        .event(stamped.change.kind(), EventResult::Dropped);
+    cluster.unwritten(&stamped.change);
+}
+
+/// A change that is not extend-only and could not be written now: replaying it later could
+/// overwrite newer state, so it is dropped, and this node adopts Redis's record again on its
+/// next resync.
+fn not_replayed(cluster: &Cluster, stamped: &Stamped, e: &StoreError) {
+    tracing::warn!(
+        kind = stamped.change.kind(),
+        error = %e,
+        "cluster write failed and is not replayed: it is not extend-only"
+    );
+    cluster
+        .metrics
+        .event(stamped.change.kind(), EventResult::Dropped);
+    cluster.unwritten(&stamped.change);
 }
 
 /// Whether Redis may accept the change later (not a malformed reply or a bad config).
@@ -99,12 +127,13 @@ fn retryable(e: &StoreError) -> bool {
     )
 }
 
-/// Runs the store call(s) for one change and publishes what changed.
+/// Runs the store call(s) for one change and publishes what changed. Returns the connection
+/// record's version after the write, when the write reports one.
 async fn execute(
     cluster: &Cluster,
     runtime: &RuntimeSource,
     stamped: &Stamped,
-) -> Result<(), StoreError> {
+) -> Result<Option<u64>, StoreError> {
     let store = &cluster.store;
     let waited = wall_ms().saturating_sub(stamped.wall_ms);
     let at = stamped.wall_ms;
@@ -118,7 +147,7 @@ async fn execute(
         } => {
             let duration_ms = duration_ms.saturating_sub(waited);
             if duration_ms == 0 {
-                return Ok(());
+                return Ok(None);
             }
             let r = store
                 .cooldown_extend(&CooldownWrite {
@@ -154,9 +183,21 @@ async fn execute(
                 )
                 .await;
             }
+            Ok(Some(r.version))
         }
         LocalChange::Terminal { conn, status } => {
-            if store.terminal_set(conn, *status).await? {
+            let w = store.terminal_set_versioned(conn, *status).await?;
+            // Re-applied locally (a no-op unless a resync adopted an older record meanwhile).
+            remote::to_connection(
+                &runtime(),
+                conn,
+                RemoteConn::Cooldown {
+                    remaining_ms: 0,
+                    level: 0,
+                    terminal: Some(*status),
+                },
+            );
+            if w.changed {
                 publish(
                     cluster,
                     at,
@@ -167,6 +208,7 @@ async fn execute(
                 )
                 .await;
             }
+            Ok(Some(w.version))
         }
         LocalChange::Success {
             conn,
@@ -176,31 +218,34 @@ async fn execute(
             // this node's clock skew cannot make the success look newer than a peer's failure.
             let age_ms =
                 (*started_epoch_ms > 0).then(|| wall_ms().saturating_sub(*started_epoch_ms));
-            let (record, eased) = store.cooldown_success(conn, age_ms).await?;
-            if eased {
+            let s = store.cooldown_success_versioned(conn, age_ms).await?;
+            if s.eased {
                 // Peers would otherwise keep the cooldown until their next resync.
                 publish(
                     cluster,
                     at,
                     WireEvent::CooldownEased {
                         connection: conn.to_string(),
-                        backoff_level: record.backoff_level,
+                        backoff_level: s.record.backoff_level,
                         started_epoch_ms: *started_epoch_ms,
                     },
                 )
                 .await;
             }
+            Ok(Some(s.version))
         }
         LocalChange::Cleared { conn } => {
             store.cooldown_clear(conn).await?;
             store.lockout_clear_connection(conn).await?;
             let connection = conn.to_string();
             publish(cluster, at, WireEvent::CooldownCleared { connection }).await;
+            Ok(None)
         }
         LocalChange::Reinstated { conn } => {
             store.terminal_clear(conn).await?;
             let connection = conn.to_string();
             publish(cluster, at, WireEvent::TerminalReinstated { connection }).await;
+            Ok(None)
         }
         LocalChange::Lockout {
             provider,
@@ -212,7 +257,7 @@ async fn execute(
         } => {
             let remaining_ms = remaining_ms.saturating_sub(waited);
             if remaining_ms == 0 {
-                return Ok(());
+                return Ok(None);
             }
             let applied = store
                 .lockout_extend_applied(
@@ -226,9 +271,9 @@ async fn execute(
                 .await?;
             // A lockout the stored one already covered was announced by whoever stored it.
             if !applied.applied {
-                return Ok(());
+                return Ok(Some(applied.version));
             }
-            let r = applied.record;
+            let r = &applied.record;
             publish(
                 cluster,
                 at,
@@ -242,12 +287,16 @@ async fn execute(
                 },
             )
             .await;
+            Ok(Some(applied.version))
         }
         LocalChange::LockoutDecay {
             provider,
             conn,
             model,
-        } => store.lockout_decay(provider, conn, model).await?,
+        } => {
+            store.lockout_decay(provider, conn, model).await?;
+            Ok(None)
+        }
         LocalChange::LockoutCleared {
             provider,
             conn,
@@ -271,14 +320,17 @@ async fn execute(
                 },
             )
             .await;
+            Ok(None)
         }
         LocalChange::BreakerFailure { provider, params } => {
             let change = store.breaker_failure(provider, params).await?;
             breaker_changed(cluster, runtime, at, change, false).await;
+            Ok(None)
         }
         LocalChange::BreakerSuccess { provider } => {
             let change = store.breaker_success(provider).await?;
             breaker_changed(cluster, runtime, at, change, false).await;
+            Ok(None)
         }
         LocalChange::ProbeResult {
             provider,
@@ -293,6 +345,17 @@ async fn execute(
                 cluster.set_probe_denied(provider, None);
                 breaker_changed(cluster, runtime, at, change, false).await;
             }
+            Ok(None)
+        }
+        LocalChange::ProbeRelease {
+            provider,
+            generation,
+        } => {
+            let released = store
+                .breaker_probe_release(provider, *generation, &cluster.owner_token())
+                .await?;
+            tracing::debug!(provider = %provider, generation, released, "cluster probe lease handed back");
+            Ok(None)
         }
         LocalChange::BreakerReset { provider } => {
             let change = store.breaker_reset(provider).await?;
@@ -300,9 +363,9 @@ async fn execute(
             // An operator reset is announced even when the shared breaker was closed already:
             // peers may hold an OPEN of their own.
             breaker_changed(cluster, runtime, at, change, true).await;
+            Ok(None)
         }
     }
-    Ok(())
 }
 
 /// Applies a shared breaker transition locally and announces it.

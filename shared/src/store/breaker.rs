@@ -50,6 +50,8 @@ static SUCCESS: LazyLock<Script> = breaker_script!("lua/breaker_success_v2.lua")
 static PROBE_ACQUIRE: LazyLock<Script> = breaker_script!("lua/breaker_probe_acquire_v2.lua");
 static PROBE_RESULT: LazyLock<Script> = breaker_script!("lua/breaker_probe_result_v2.lua");
 static RESET: LazyLock<Script> = breaker_script!("lua/breaker_reset_v2.lua");
+static PROBE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/breaker_probe_release_v1.lua")));
 
 /// The provider's breaker profile, as the scripts need it (see [`BreakerParams::from_profile`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,6 +282,51 @@ impl RedisStore {
             return Ok(None);
         }
         parse_change(CMD, provider, reply).map(Some)
+    }
+
+    /// Hands back the probe lease `generation` held by `owner` when its probe never reached
+    /// upstream (no outcome will be reported). `true` when it was still held and is now free.
+    pub async fn breaker_probe_release(
+        &self,
+        provider: &str,
+        generation: u64,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        const CMD: &str = "breaker_probe_release";
+        let key = self.keys().breaker_probe(provider);
+        let owner = owner.to_owned();
+        let reply: Value = self
+            .run(CMD, |mut con| async move {
+                PROBE_RELEASE
+                    .key(key)
+                    .arg(generation)
+                    .arg(owner)
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        Ok(int(CMD, &reply)? == 1)
+    }
+
+    /// The fence at dispatch: whether probe lease `generation` is still the live one (it did
+    /// not expire, and no other node took the next one).
+    pub async fn breaker_probe_holds(
+        &self,
+        provider: &str,
+        generation: u64,
+    ) -> Result<bool, StoreError> {
+        const CMD: &str = "breaker_probe_holds";
+        let key = self.keys().breaker_probe(provider);
+        let reply: Option<String> = self
+            .run(CMD, |mut con| async move {
+                redis::cmd("HGET")
+                    .arg(key)
+                    .arg("gen")
+                    .query_async(&mut con)
+                    .await
+            })
+            .await?;
+        Ok(reply.is_some_and(|g| g == generation.to_string()))
     }
 
     /// Operator reset to CLOSED (failures and any probe lease dropped).

@@ -7,8 +7,8 @@
 //! computed on the Redis clock and returned as remaining milliseconds.
 //!
 //! One hash per connection ([`KeySpace::connection`](super::KeySpace::connection)):
-//! `until` (epoch ms, Redis clock), `level`, `reason`, `terminal`, `err`, `at`, and `ver`, the
-//! record's version. Every write that changes the record — cooldown extend, success, clear,
+//! `until` (epoch ms, Redis clock), `level`, `reason`, `terminal`, `err`, `at`, `ver`, the
+//! record's version, and `reinstated`, the version of its last reinstatement. Every write that changes the record — cooldown extend, success, clear,
 //! terminal set and clear, and the connection's lockout extend, decay and clear — bumps `ver`,
 //! and a clear keeps the hash as a tombstone carrying it. So a node's resync
 //! ([`RedisStore::read_connection_states`]) can make its state equal to Redis's whenever
@@ -104,6 +104,9 @@ pub struct SuccessApplied {
 pub struct ConnState {
     pub record: ConnRecord,
     pub version: u64,
+    /// The version of the record's last reinstatement (0 = none the record remembers). A node
+    /// lowers a terminal status only for a reinstatement newer than what it adopted.
+    pub reinstated: u64,
 }
 
 /// A connection's shared state, times relative to the Redis clock at the read.
@@ -317,7 +320,8 @@ impl RedisStore {
                 .arg("level")
                 .arg("reason")
                 .arg("terminal")
-                .arg("ver");
+                .arg("ver")
+                .arg("reinstated");
         }
         let reply: Vec<Value> = self
             .run(
@@ -341,7 +345,7 @@ impl RedisStore {
             .zip(replies)
             .map(|(conn, v)| {
                 let f = into_array(CMD, v)?;
-                if f.len() != 5 {
+                if f.len() != 6 {
                     return Err(super::replies::protocol(CMD, "HMGET arity"));
                 }
                 let remaining_ms = uint_or_zero(CMD, &f[0])?.saturating_sub(now);
@@ -361,6 +365,7 @@ impl RedisStore {
                         terminal,
                     },
                     version: uint_or_zero(CMD, &f[4])?,
+                    reinstated: uint_or_zero(CMD, &f[5])?,
                 })
             })
             .collect()

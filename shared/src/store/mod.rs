@@ -60,4 +60,5 @@ pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, own
 pub use lockouts::{LockoutApplied, LockoutRecord};
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
+pub use settings::SettingsWrite;
 pub use url::{REDIS_URL_ENV, effective_url, redact_url};

@@ -8,7 +8,11 @@ mod support;
 
 mod breaker;
 mod caps;
+mod heal;
 mod leases;
+mod operator;
 mod outage;
+mod probe;
+mod settings;
 mod sync;
 mod throughput;

@@ -16,7 +16,7 @@ use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
 
 /// One provider with `n` connections `k0..k{n-1}` (keys `sk-0..`, fill-first by index).
-fn body(mock: &MockHandle, n: usize) -> String {
+pub(crate) fn body(mock: &MockHandle, n: usize) -> String {
     let mut out = format!(
         r#"
 [server]
@@ -58,7 +58,7 @@ enabled = false
     out
 }
 
-fn key_env(n: usize) -> Vec<(String, String)> {
+pub(crate) fn key_env(n: usize) -> Vec<(String, String)> {
     (0..n)
         .map(|i| (format!("KEY_{i}"), format!("sk-{i}")))
         .collect()
@@ -86,7 +86,7 @@ async fn start_cluster(mock: &MockHandle, conns: usize, extra_env: &[(&str, &str
     .unwrap()
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(15))
@@ -94,7 +94,7 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
-async fn chat(http: &reqwest::Client, node: &NodeProcess) -> (u16, Value) {
+pub(crate) async fn chat(http: &reqwest::Client, node: &NodeProcess) -> (u16, Value) {
     let resp = http
         .post(format!("{}/v1/chat/completions", node.client_url()))
         .json(&json!({"model": "p/m", "messages": [{"role": "user", "content": "hi"}]}))
@@ -106,7 +106,7 @@ async fn chat(http: &reqwest::Client, node: &NodeProcess) -> (u16, Value) {
 }
 
 /// The node's health document.
-async fn health(node: &NodeProcess) -> Value {
+pub(crate) async fn health(node: &NodeProcess) -> Value {
     let admin = node.admin;
     tokio::task::spawn_blocking(move || {
         http_get(admin, "/api/monitoring/health")
@@ -124,7 +124,7 @@ async fn cooling(node: &NodeProcess) -> u64 {
         .unwrap_or(0)
 }
 
-fn store(url: &str) -> RedisStore {
+pub(crate) fn store(url: &str) -> RedisStore {
     RedisStore::connect(
         &RedisStoreConfig {
             url: url.to_owned(),

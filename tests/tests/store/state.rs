@@ -538,6 +538,36 @@ async fn settings_versions_bump() {
     );
 }
 
+/// A settings write based on a version that is no longer the stored one is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_writes_compare_and_set_on_the_version() {
+    use switchyard_shared::store::SettingsWrite;
+    let server = redis();
+    let a = store(&server);
+    let b = store(&server);
+    assert_eq!(
+        a.settings_write_if(0, r#"{"a":1}"#).await.unwrap(),
+        SettingsWrite::Written(1)
+    );
+    // b computed its change from "nothing stored": refused, nothing written.
+    assert_eq!(
+        b.settings_write_if(0, r#"{"b":1}"#).await.unwrap(),
+        SettingsWrite::Conflict(1)
+    );
+    assert_eq!(
+        b.settings_read().await.unwrap(),
+        Some((1, r#"{"a":1}"#.to_owned()))
+    );
+    assert_eq!(
+        b.settings_write_if(1, r#"{"a":1,"b":1}"#).await.unwrap(),
+        SettingsWrite::Written(2)
+    );
+    assert_eq!(
+        a.settings_write_if(1, r#"{"a":2}"#).await.unwrap(),
+        SettingsWrite::Conflict(2)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_expire_and_are_pruned() {
     let server = redis();
@@ -619,4 +649,63 @@ async fn auth_with_password_works_and_without_fails_clearly() {
     let err = anon.settings_read().await.unwrap_err();
     let text = err.to_string().to_lowercase();
     assert!(text.contains("auth"), "{err}");
+}
+
+/// A probe lease handed back early frees the probe for another node at once; only its holder
+/// (owner and generation) can hand it back, and the dispatch fence says whether it is live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_lease_is_handed_back_by_its_holder_only_and_fenced_at_dispatch() {
+    let server = redis();
+    let a = store(&server);
+    let b = store(&server);
+    let p = params(1, 1);
+    a.breaker_failure("pr", &p).await.unwrap();
+    wait_retry_after_over(&a, "pr").await;
+    let ProbeGrant::Granted { generation, .. } =
+        a.breaker_probe_acquire("pr", "a", 60_000).await.unwrap()
+    else {
+        panic!("a wins the probe");
+    };
+    assert!(a.breaker_probe_holds("pr", generation).await.unwrap());
+    assert!(
+        matches!(
+            b.breaker_probe_acquire("pr", "b", 60_000).await.unwrap(),
+            ProbeGrant::Denied { retry_after_ms } if retry_after_ms > 50_000
+        ),
+        "one live lease at a time"
+    );
+    // Not the holder: nothing happens.
+    assert!(
+        !b.breaker_probe_release("pr", generation, "b")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !a.breaker_probe_release("pr", generation + 1, "a")
+            .await
+            .unwrap()
+    );
+    assert!(a.breaker_probe_holds("pr", generation).await.unwrap());
+    // The holder hands it back: b probes now, not in a minute.
+    assert!(
+        a.breaker_probe_release("pr", generation, "a")
+            .await
+            .unwrap()
+    );
+    assert!(!a.breaker_probe_holds("pr", generation).await.unwrap());
+    let ProbeGrant::Granted {
+        generation: next, ..
+    } = b.breaker_probe_acquire("pr", "b", 60_000).await.unwrap()
+    else {
+        panic!("the released probe is b's to take");
+    };
+    assert!(next > generation);
+    // a's old lease is fenced off at dispatch, and cannot release b's.
+    assert!(!a.breaker_probe_holds("pr", generation).await.unwrap());
+    assert!(
+        !a.breaker_probe_release("pr", generation, "a")
+            .await
+            .unwrap()
+    );
+    assert!(b.breaker_probe_holds("pr", next).await.unwrap());
 }

@@ -102,8 +102,15 @@ async fn every_write_bumps_the_version_and_clears_keep_it() {
     let state = &b.read_connection_states(&["c"]).await.unwrap()[0];
     assert_eq!(state.record.terminal, None);
     assert_eq!(state.version, reinstated.version);
+    assert_eq!(
+        state.reinstated, reinstated.version,
+        "the reinstatement is on record"
+    );
 
     a.cooldown_extend(&write("c", 60_000, 2)).await.unwrap();
+    let later = &b.read_connection_states(&["c"]).await.unwrap()[0];
+    assert!(later.version > reinstated.version);
+    assert_eq!(later.reinstated, reinstated.version, "and stays there");
     let success = a.cooldown_success_versioned("c", None).await.unwrap();
     assert!(success.eased);
     newer(success.version, "success");

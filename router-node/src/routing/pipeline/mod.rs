@@ -148,6 +148,13 @@ pub async fn run_target(
             }
         };
         fence::at_dispatch(rt, req, &conn, fenced).await?;
+        // A cluster probe's lease may have lapsed while it waited: then it must not go.
+        if let (Some(cluster), Some(probe)) = (&rt.cluster, &ctx.probe)
+            && !crate::cluster::probe::fence_holds(cluster, &ctx.provider.id, probe).await
+        {
+            let retry_after_ms = crate::cluster::probe::MAX_DENIAL_MS;
+            return Ok(release(ctx, rc, TargetSkip::CircuitOpen { retry_after_ms }));
+        }
         // The budgets start here: the queue and semaphore waits were Switchyard's own.
         let dispatched = rt.clock.now();
         attempt::count(rc, &ctx, &conn, dispatched)?;

@@ -1,5 +1,7 @@
 -- terminal_clear_v2: operator reinstate. The connection starts afresh (no cooldown, level 0);
--- the hash stays as a tombstone carrying the bumped version.
+-- the hash stays as a tombstone carrying the bumped version, and `reinstated` keeps that
+-- version: a node lowers a terminal status it holds only for a reinstatement newer than the
+-- record it adopted, never because a record re-created after Redis lost data lacks it.
 -- KEYS[1] = connection hash -> {1 was terminal | 0 was not (nothing changed), version}
 local cur = redis.call('HGET', KEYS[1], 'terminal')
 if not cur or cur == '' then
@@ -7,5 +9,6 @@ if not cur or cur == '' then
 end
 redis.call('HDEL', KEYS[1], 'until', 'level', 'reason', 'err', 'at', 'terminal')
 local ver = bump(KEYS[1])
+redis.call('HSET', KEYS[1], 'reinstated', string.format('%.0f', ver))
 retain(KEYS[1], now)
 return {1, ver}
