@@ -125,6 +125,7 @@ label_enum! {
         NotAllowed => "not_allowed",
         NoConnections => "no_connections",
         ConcurrencyCap => "concurrency_cap",
+        RequestExhaustion => "request_exhaustion",
         Failed => "failed",
         Other => "other",
     }

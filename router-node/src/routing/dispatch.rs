@@ -145,6 +145,7 @@ async fn route_resolved(
         retry_delay_ms,
         deadline,
         excluded: Vec::new(),
+        exhausted: Vec::new(),
         report: Report {
             skips: Some(rt.metrics.skips()),
             ..Report::default()
@@ -180,7 +181,8 @@ async fn route_resolved(
                 waits += 1;
                 waited_ms += ms;
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                rc.excluded.clear();
+                // The exhaustion set holds for the whole request; the rest may serve again.
+                rc.excluded.clone_from(&rc.exhausted);
                 rc.report.new_pass();
             }
             terminal::AfterPass::Fail(e) => return Err(e),

@@ -65,6 +65,9 @@ pub enum TargetSkip {
         error_type: &'static str,
         retry_after_ms: Option<Millis>,
     },
+    /// Every connection left already failed in this request on another target (the
+    /// reference's in-request exhaustion sets).
+    RequestExhaustion,
     /// Attempts were made and failed.
     Failed,
 }
@@ -115,6 +118,7 @@ impl TargetSkip {
             Self::NotAllowed => "not_allowed",
             Self::NoConnections => "no_connections",
             Self::Saturated { .. } => "concurrency_cap",
+            Self::RequestExhaustion => "request_exhaustion",
             Self::Failed => "failed",
         }
     }

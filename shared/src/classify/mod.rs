@@ -57,6 +57,7 @@ mod tests_effects;
 
 use std::fmt;
 
+pub use decide::GENERIC_400_RULE;
 pub use envelope::{
     CONTEXT_LENGTH_EXCEEDED, ROUTE_NOT_FOUND, UpstreamErrorBody, client_code, in_band_status,
     in_band_status_of, parse_error_body,
@@ -138,6 +139,15 @@ pub struct Classification {
     /// the model, not its family): a model lockout keeps that scope exactly.
     pub rule_scope: bool,
     pub rule: MatchedRule,
+}
+
+impl Classification {
+    /// A 400 that a combo answers by moving on to its next target without trying the
+    /// target's other connections (the same input reaches them), and that a direct request
+    /// answers with as it is.
+    pub fn next_target_only(&self) -> bool {
+        self.rule == MatchedRule::Builtin(GENERIC_400_RULE)
+    }
 }
 
 /// The breaker's view of an attempt by status or transport failure alone: 2xx is a success;

@@ -16,7 +16,8 @@
 //! 5. **observe** ([`outcome`]): the outcome goes to the owning actors; a failure decides
 //!    whether to retry on another connection, leave the target or fail the request. When a
 //!    combo target's connections are used up, [`retry`] decides whether it gets another
-//!    round after `retry_delay_ms` (`max_retries`).
+//!    round after `retry_delay_ms` (`max_retries`). A per-target timeout is answered as 524
+//!    `target_timeout`; a generic 400 leaves the target at once ([`outcome`]).
 //! 6. **release**: the guards. Permits and the probe lease are released when their owners
 //!    drop, on every path, including a cancelled request; [`release`] ends a target with its
 //!    skip reason.
@@ -57,6 +58,9 @@ pub struct RequestCtx {
     pub target_timeout_ms: Millis,
     /// Connections that failed or were saturated in this pass.
     pub excluded: Vec<usize>,
+    /// The in-request exhaustion set: connections whose failure (401/403, a spent quota, a
+    /// terminal state) holds for the rest of this request, across passes.
+    pub exhausted: Vec<usize>,
     pub report: Report,
     /// A combo's extra rounds per target (`max_retries`; 0 for direct requests).
     pub max_retries: u32,
@@ -161,7 +165,9 @@ pub async fn run_target(
             }
             attempt::Attempted::Failed(failure) => {
                 drop(permits);
-                match outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure).await {
+                let timed_out =
+                    attempt::target_timed_out(&failure, rc.target_timeout_ms, dispatched, rt);
+                match outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure, timed_out).await {
                     Next::Retry => {}
                     Next::Skip(skip) => return Ok(release(ctx, rc, skip)),
                     Next::Fail(e) => return Err(e),
