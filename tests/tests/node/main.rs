@@ -13,6 +13,7 @@ mod admin;
 mod bad_input;
 mod budgets;
 mod check;
+mod combo_attempt_rules;
 mod combo_retries;
 mod combo_timeouts;
 mod combos;
