@@ -179,6 +179,8 @@ pub struct Metrics {
     in_flight: IntGauge,
     /// Lease operations by op and result (closed sets; never a token or connection id).
     lease_ops: IntCounterVec,
+    /// 429s whose typed `RetryInfo` paced a connection or locked a model, by effect.
+    body_retries: IntCounterVec,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
 }
@@ -423,6 +425,12 @@ impl Metrics {
             "Exclusive session lease operations (acquire, renew, release, claim, fence) by result.",
             &["op", "result"],
         )?;
+        let body_retries = counter_vec(
+            r,
+            "switchyard_body_retry_total",
+            "429s with a typed RetryInfo delay, by effect: pace (the connection's queue paused) or model_lockout.",
+            &["effect"],
+        )?;
         let permits_held = IntGaugeVec::new(
             Opts::new(
                 "switchyard_cluster_permits_held",
@@ -454,6 +462,7 @@ impl Metrics {
             watchdog_aborts,
             in_flight,
             lease_ops,
+            body_retries,
             permits_held,
         })
     }
@@ -461,6 +470,11 @@ impl Metrics {
     /// Counts one lease operation; `op` and `result` come from closed sets in `leases`.
     pub fn lease_op(&self, op: &str, result: &str) {
         self.lease_ops.with_label_values(&[op, result]).inc();
+    }
+
+    /// Counts a typed `RetryInfo` delay's effect (`pace` or `model_lockout`).
+    pub fn body_retry(&self, effect: &str) {
+        self.body_retries.with_label_values(&[effect]).inc();
     }
 
     /// The cluster permits this node holds for a (configured) connection.
@@ -508,6 +522,7 @@ impl Metrics {
             watchdog_aborts: self.watchdog_aborts.clone(),
             in_flight: self.in_flight.clone(),
             lease_ops: self.lease_ops.clone(),
+            body_retries: self.body_retries.clone(),
             permits_held: self.permits_held.clone(),
         })
     }

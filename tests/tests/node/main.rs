@@ -32,6 +32,7 @@ mod persistence;
 mod provider_cooldown;
 mod reload;
 mod resilience;
+mod retry_info;
 mod sdk_compat;
 mod strategy_inputs;
 mod streams;
