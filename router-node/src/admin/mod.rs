@@ -21,6 +21,7 @@ pub mod health;
 pub mod openapi;
 pub mod rate_limits;
 pub mod resilience;
+pub mod tool_limits;
 pub mod usage;
 
 mod common;
@@ -66,6 +67,7 @@ routes! {
     get "/api/resilience/cooldowns" => cooldowns::list_cooldowns;
     post "/api/resilience/cooldowns" => cooldowns::clear_cooldowns;
     get "/api/resilience/connections" => cooldowns::list_connections;
+    get "/api/resilience/tool-limits" => tool_limits::list;
     post "/api/resilience/connections/{id}/reinstate" => cooldowns::reinstate;
     get "/api/rate-limits" => rate_limits::list;
     post "/api/rate-limits" => rate_limits::toggle;

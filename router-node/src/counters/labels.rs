@@ -126,6 +126,7 @@ label_enum! {
         NoConnections => "no_connections",
         ConcurrencyCap => "concurrency_cap",
         RequestExhaustion => "request_exhaustion",
+        ToolLimit => "tool_limit",
         Failed => "failed",
         Other => "other",
     }

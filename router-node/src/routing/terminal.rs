@@ -200,6 +200,16 @@ pub fn after_pass(
             skip @ TargetSkip::Saturated { .. } => AfterPass::Fail(
                 saturated(&record.target, &skip).unwrap_or_else(|| upstream_error(report)),
             ),
+            TargetSkip::ToolLimit { limit } => AfterPass::Fail(
+                GatewayError::bad_request(
+                    "tool_limit_exceeded",
+                    format!(
+                        "{} accepts at most {limit} tools; the request declares more",
+                        record.target
+                    ),
+                )
+                .with_field("limit", limit),
+            ),
             TargetSkip::Failed | TargetSkip::RequestExhaustion => {
                 AfterPass::Fail(upstream_error(report))
             }

@@ -20,6 +20,10 @@ use crate::outcome::{
 /// next target, a direct request answers with it.
 pub const GENERIC_400_RULE: &str = "row17_generic_400";
 
+/// The rule of a 400 that says the request declares too many tools: a combo moves on, and
+/// the provider's limit for the model is recorded.
+pub const TOOL_LIMIT_RULE: &str = "tool_limit_400";
+
 /// Structured codes that mark a failure as about the request, not the provider.
 const REQUEST_SCOPED_CODES: [&str; 8] = [
     "context_length_exceeded",
@@ -390,6 +394,12 @@ fn decide(c: &Ctx<'_>) -> Draft {
 
     // Row 14 (406/408/429/5xx → retryable) is subsumed by row 13: each of those statuses has
     // a status rule.
+
+    // Too many tools for this provider and model (a 400, or Mistral's 422): another target
+    // may take them; its words ("invalid 'tools'") must not read as a body-specific 400.
+    if matches!(status, 400 | 422) && super::tool_limit::says_too_many_tools(t) {
+        return request_scoped_draft(TOOL_LIMIT_RULE);
+    }
 
     if status == 400 {
         // Row 15: a 400 about this model or this request: move on without cooling anything.

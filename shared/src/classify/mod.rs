@@ -54,10 +54,11 @@ mod table;
 mod tests;
 #[cfg(test)]
 mod tests_effects;
+pub mod tool_limit;
 
 use std::fmt;
 
-pub use decide::GENERIC_400_RULE;
+pub use decide::{GENERIC_400_RULE, TOOL_LIMIT_RULE};
 pub use envelope::{
     CONTEXT_LENGTH_EXCEEDED, ROUTE_NOT_FOUND, UpstreamErrorBody, client_code, in_band_status,
     in_band_status_of, parse_error_body,
@@ -146,7 +147,12 @@ impl Classification {
     /// target's other connections (the same input reaches them), and that a direct request
     /// answers with as it is.
     pub fn next_target_only(&self) -> bool {
-        self.rule == MatchedRule::Builtin(GENERIC_400_RULE)
+        self.rule == MatchedRule::Builtin(GENERIC_400_RULE) || self.is_tool_limit()
+    }
+
+    /// A 400 that says the request has too many tools ([`tool_limit`]).
+    pub fn is_tool_limit(&self) -> bool {
+        self.rule == MatchedRule::Builtin(TOOL_LIMIT_RULE)
     }
 }
 

@@ -36,4 +36,5 @@ mod retry_info;
 mod sdk_compat;
 mod strategy_inputs;
 mod streams;
+mod tool_limits;
 mod upstream_misbehaviour;

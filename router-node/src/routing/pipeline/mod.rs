@@ -17,7 +17,9 @@
 //!    whether to retry on another connection, leave the target or fail the request. When a
 //!    combo target's connections are used up, [`retry`] decides whether it gets another
 //!    round after `retry_delay_ms` (`max_retries`). A per-target timeout is answered as 524
-//!    `target_timeout`; a generic 400 leaves the target at once ([`outcome`]).
+//!    `target_timeout`; a generic 400 leaves the target at once ([`outcome`]); a "too many
+//!    tools" 400 records the provider's limit for the model, and a later request above it
+//!    skips the target before step 1's breaker gate ([`tool_limit`]).
 //! 6. **release**: the guards. Permits and the probe lease are released when their owners
 //!    drop, on every path, including a cancelled request; [`release`] ends a target with its
 //!    skip reason.
@@ -28,6 +30,7 @@ mod fence;
 mod outcome;
 mod permits;
 pub mod retry;
+mod tool_limit;
 
 #[cfg(test)]
 mod tests;
@@ -128,6 +131,11 @@ pub async fn run_target(
             return Ok(None);
         }
     };
+    if let Some(limit) = ctx.provider.tool_limit(&ctx.model)
+        && tool_limit::tool_count(&req.body.raw) > limit as usize
+    {
+        return Ok(release(ctx, rc, TargetSkip::ToolLimit { limit }));
+    }
     match eligibility::breaker_gate(rt, &ctx.provider).await {
         Step::Go(probe) => ctx.probe = probe,
         Step::Skip(skip) => return Ok(release(ctx, rc, skip)),

@@ -108,6 +108,9 @@ pub async fn on_failure(
         request_scoped: judged.classification.request_scoped,
         block: judged.failure.block,
     });
+    if judged.classification.is_tool_limit() {
+        super::tool_limit::learn(req, ctx, failure);
+    }
     let mut upstream = judged.failure;
     if target_timed_out {
         // The reference's synthetic 524: the target took longer than the combo allows.
