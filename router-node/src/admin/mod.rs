@@ -19,6 +19,7 @@ pub mod auth;
 pub mod cooldowns;
 pub mod health;
 pub mod openapi;
+pub mod provider_test;
 pub mod rate_limits;
 pub mod resilience;
 pub mod tool_limits;
@@ -69,6 +70,7 @@ routes! {
     get "/api/resilience/connections" => cooldowns::list_connections;
     get "/api/resilience/tool-limits" => tool_limits::list;
     post "/api/resilience/connections/{id}/reinstate" => cooldowns::reinstate;
+    post "/api/providers/{id}/test" => provider_test::test;
     get "/api/rate-limits" => rate_limits::list;
     post "/api/rate-limits" => rate_limits::toggle;
     get "/api/usage" => usage::usage;
