@@ -181,6 +181,8 @@ pub struct Metrics {
     lease_ops: IntCounterVec,
     /// 429s whose typed `RetryInfo` paced a connection or locked a model, by effect.
     body_retries: IntCounterVec,
+    /// Last-resort dispatches (global fallback model, emergency fallback) by result.
+    last_resorts: IntCounterVec,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
 }
@@ -431,6 +433,12 @@ impl Metrics {
             "429s with a typed RetryInfo delay, by effect: pace (the connection's queue paused) or model_lockout.",
             &["effect"],
         )?;
+        let last_resorts = counter_vec(
+            r,
+            "switchyard_last_resort_total",
+            "Last-resort dispatches after routing failed: kind global (a combo's 502/503 on global_fallback_model) or emergency (a direct request on the emergency target), result served or failed.",
+            &["kind", "result"],
+        )?;
         let permits_held = IntGaugeVec::new(
             Opts::new(
                 "switchyard_cluster_permits_held",
@@ -463,6 +471,7 @@ impl Metrics {
             in_flight,
             lease_ops,
             body_retries,
+            last_resorts,
             permits_held,
         })
     }
@@ -475,6 +484,12 @@ impl Metrics {
     /// Counts a typed `RetryInfo` delay's effect (`pace` or `model_lockout`).
     pub fn body_retry(&self, effect: &str) {
         self.body_retries.with_label_values(&[effect]).inc();
+    }
+
+    /// Counts a last-resort dispatch: `kind` `global` or `emergency`, `result` `served` or
+    /// `failed`.
+    pub fn last_resort(&self, kind: &str, result: &str) {
+        self.last_resorts.with_label_values(&[kind, result]).inc();
     }
 
     /// The cluster permits this node holds for a (configured) connection.
@@ -523,6 +538,7 @@ impl Metrics {
             in_flight: self.in_flight.clone(),
             lease_ops: self.lease_ops.clone(),
             body_retries: self.body_retries.clone(),
+            last_resorts: self.last_resorts.clone(),
             permits_held: self.permits_held.clone(),
         })
     }

@@ -93,18 +93,26 @@ pub async fn route(rt: &RoutingTable, req: &RouteRequest) -> Result<Routed, Gate
         .index
         .resolve(&req.body.model)
         .map_err(terminal::resolve_error)?;
-    let combo_timeout = match &resolved {
-        Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => c.options.combo_timeout_ms,
-        _ => return route_resolved(rt, req, resolved).await,
+    let is_combo = matches!(resolved, Resolved::Combo(_));
+    let result = match &resolved {
+        Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => {
+            let combo_timeout = c.options.combo_timeout_ms;
+            let limit = Duration::from_millis(combo_timeout);
+            match tokio::time::timeout(limit, route_resolved(rt, req, resolved)).await {
+                Ok(result) => result,
+                Err(_) => Err(terminal::combo_timeout(combo_timeout)),
+            }
+        }
+        _ => route_resolved(rt, req, resolved).await,
     };
-    let limit = Duration::from_millis(combo_timeout);
-    match tokio::time::timeout(limit, route_resolved(rt, req, resolved)).await {
-        Ok(result) => result,
-        Err(_) => Err(terminal::combo_timeout(combo_timeout)),
+    match result {
+        Ok(routed) => Ok(routed),
+        // The global fallback model (combos) or the emergency fallback (direct requests).
+        Err(e) => super::last_resort::after_failure(rt, req, is_combo, e).await,
     }
 }
 
-async fn route_resolved(
+pub(super) async fn route_resolved(
     rt: &RoutingTable,
     req: &RouteRequest,
     resolved: Resolved,

@@ -25,6 +25,7 @@ mod error_effects_table;
 mod error_semantics;
 mod error_wiring;
 mod errors;
+mod last_resort;
 mod leases;
 mod lifecycle;
 mod memory;
