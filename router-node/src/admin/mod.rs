@@ -20,6 +20,7 @@ pub mod cooldowns;
 pub mod health;
 pub mod openapi;
 pub mod provider_test;
+pub mod queue_pauses;
 pub mod rate_limits;
 pub mod resilience;
 pub mod tool_limits;
@@ -69,6 +70,7 @@ routes! {
     post "/api/resilience/cooldowns" => cooldowns::clear_cooldowns;
     get "/api/resilience/connections" => cooldowns::list_connections;
     get "/api/resilience/tool-limits" => tool_limits::list;
+    get "/api/resilience/queue-pauses" => queue_pauses::list;
     post "/api/resilience/connections/{id}/reinstate" => cooldowns::reinstate;
     post "/api/providers/{id}/test" => provider_test::test;
     get "/api/rate-limits" => rate_limits::list;

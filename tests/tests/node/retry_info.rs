@@ -111,6 +111,12 @@ async fn a_retry_info_within_the_wait_budget_paces_the_connection() {
         .unwrap();
     let first = s.post("/v1/chat/completions", &chat("pg/m", false)).await;
     assert_eq!(first.status, 429, "{first:#?}");
+    // The pause is on the admin view while it lasts.
+    let v = s.admin("/api/resilience/queue-pauses").await;
+    let items = v["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{v}");
+    assert_eq!(items[0]["connectionId"], "cg", "{v}");
+    assert!(items[0]["remainingMs"].as_u64().unwrap() <= 2_000, "{v}");
     let t = Instant::now();
     let next = s.post("/v1/chat/completions", &chat("pg/m", false)).await;
     assert_eq!(next.status, 200, "{next:#?}");
