@@ -68,6 +68,8 @@ pub struct RoutingTable {
     pub unknown_params: switchyard_shared::translate::UnknownParams,
     /// `[fallback]`: the global fallback model and the emergency fallback.
     pub fallback: switchyard_shared::config::FallbackConfig,
+    /// Sessions' pins to combo target orders and their consecutive combo failures.
+    pub combo_sessions: Mutex<switchyard_shared::strategy::SessionPins>,
 }
 
 /// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
@@ -274,6 +276,7 @@ impl Runtime {
                 leases: LeasePolicy::from_config(&config),
                 unknown_params: config.translation.unknown_params,
                 fallback: config.fallback.clone(),
+                combo_sessions: Mutex::default(),
             },
             settings_warnings,
             keys,

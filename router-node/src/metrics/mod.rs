@@ -183,6 +183,8 @@ pub struct Metrics {
     body_retries: IntCounterVec,
     /// Last-resort dispatches (global fallback model, emergency fallback) by result.
     last_resorts: IntCounterVec,
+    /// Sessions' combo pins cleared after consecutive combo failures.
+    session_pins_cleared: IntCounter,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
 }
@@ -439,6 +441,11 @@ impl Metrics {
             "Last-resort dispatches after routing failed: kind global (a combo's 502/503 on global_fallback_model) or emergency (a direct request on the emergency target), result served or failed.",
             &["kind", "result"],
         )?;
+        let session_pins_cleared = IntCounter::new(
+            "switchyard_combo_session_pins_cleared_total",
+            "Sessions whose pin to a combo's target order was cleared after 3 consecutive combo failures.",
+        )?;
+        r.register(Box::new(session_pins_cleared.clone()))?;
         let permits_held = IntGaugeVec::new(
             Opts::new(
                 "switchyard_cluster_permits_held",
@@ -472,6 +479,7 @@ impl Metrics {
             lease_ops,
             body_retries,
             last_resorts,
+            session_pins_cleared,
             permits_held,
         })
     }
@@ -484,6 +492,11 @@ impl Metrics {
     /// Counts a typed `RetryInfo` delay's effect (`pace` or `model_lockout`).
     pub fn body_retry(&self, effect: &str) {
         self.body_retries.with_label_values(&[effect]).inc();
+    }
+
+    /// Counts a session's combo pin cleared after consecutive combo failures.
+    pub fn session_pin_cleared(&self) {
+        self.session_pins_cleared.inc();
     }
 
     /// Counts a last-resort dispatch: `kind` `global` or `emergency`, `result` `served` or
@@ -539,6 +552,7 @@ impl Metrics {
             lease_ops: self.lease_ops.clone(),
             body_retries: self.body_retries.clone(),
             last_resorts: self.last_resorts.clone(),
+            session_pins_cleared: self.session_pins_cleared.clone(),
             permits_held: self.permits_held.clone(),
         })
     }

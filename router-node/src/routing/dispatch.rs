@@ -94,6 +94,10 @@ pub async fn route(rt: &RoutingTable, req: &RouteRequest) -> Result<Routed, Gate
         .resolve(&req.body.model)
         .map_err(terminal::resolve_error)?;
     let is_combo = matches!(resolved, Resolved::Combo(_));
+    let session_key = match &resolved {
+        Resolved::Combo(c) => req.session.as_deref().map(|s| session_pin_key(&c.name, s)),
+        Resolved::Direct(_) => None,
+    };
     let result = match &resolved {
         Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => {
             let combo_timeout = c.options.combo_timeout_ms;
@@ -105,6 +109,9 @@ pub async fn route(rt: &RoutingTable, req: &RouteRequest) -> Result<Routed, Gate
         }
         _ => route_resolved(rt, req, resolved).await,
     };
+    if let Some(key) = session_key {
+        record_session_outcome(rt, key, result.is_ok());
+    }
     match result {
         Ok(routed) => Ok(routed),
         // The global fallback model (combos) or the emergency fallback (direct requests).
@@ -162,7 +169,13 @@ pub(super) async fn route_resolved(
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
     loop {
-        let cache_key = req.session.as_deref().map(|k| stable_hash(k.as_bytes()));
+        let cache_key = req.session.as_deref().map(|k| {
+            let hash = stable_hash(k.as_bytes());
+            match (&combo, rt.combo_sessions.lock()) {
+                (Some(name), Ok(pins)) => pins.cache_key(session_pin_key(name, k), hash),
+                _ => hash,
+            }
+        });
         let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
         for ti in order {
             let Some(target) = targets.get(ti) else {
@@ -195,6 +208,26 @@ pub(super) async fn route_resolved(
             }
             terminal::AfterPass::Fail(e) => return Err(e),
         }
+    }
+}
+
+/// The key of a session's pin on one combo.
+fn session_pin_key(combo: &str, session: &str) -> u64 {
+    stable_hash(format!("{combo}\0{session}").as_bytes())
+}
+
+/// Counts a combo request's outcome for its session: after
+/// [`switchyard_shared::strategy::COMBO_FAILURE_THRESHOLD`] consecutive failures the
+/// session's pin is cleared (re-seeded).
+fn record_session_outcome(rt: &RoutingTable, key: u64, ok: bool) {
+    let Ok(mut pins) = rt.combo_sessions.lock() else {
+        return;
+    };
+    if ok {
+        pins.record_success(key);
+    } else if pins.record_failure(key) {
+        rt.metrics.session_pin_cleared();
+        tracing::debug!("session pin cleared after consecutive combo failures");
     }
 }
 

@@ -1,7 +1,8 @@
 //! The combo attempt rules of the reference's §2.13 on the real node: a generic 400 moves a
 //! combo on while a body-specific one stops it, a per-target timeout is answered as 524, a
 //! connection that failed in the request stays out of it (`request_exhaustion`), and every
-//! `skippedTargets[]` group carries its own `nextRetryAt`.
+//! `skippedTargets[]` group carries its own `nextRetryAt`; three consecutive combo failures of a
+//! session clear its pin.
 //!
 //! Providers `pa` (two connections), `pb` and `pc` on one mock, told apart by their keys.
 
@@ -181,4 +182,50 @@ async fn every_skipped_targets_group_has_its_next_retry_at() {
         dispatched,
         "nothing was dispatched"
     );
+}
+
+async fn pins_cleared(s: &Setup) -> u64 {
+    let r = send(s.http.get(format!("{}/metrics", s.node.admin_url()))).await;
+    r.everything()
+        .lines()
+        .find(|l| l.starts_with("switchyard_combo_session_pins_cleared_total "))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the counter is exported")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_consecutive_combo_failures_clear_the_session_pin() {
+    // Connections that never cool, so every request fails at the upstream at once.
+    let config = prelude()
+        + &provider("pb", "openai", "{URL}", &["m"], "", "")
+        + &connection("cb", "pb", "UP_B", "disable_cooling = true")
+        + &provider("pc", "openai", "{URL}", &["m"], "", "")
+        + &connection("cc", "pc", "UP_C", "disable_cooling = true")
+        + "\n[[combos]]\nname = \"c\"\nstrategy = \"cache-optimized\"\n\
+           targets = [{ target = \"pb/m\" }, { target = \"pc/m\" }]\n\
+           [combos.config]\nmax_retries = 0\n";
+    let s = setup(config, &[("UP_B", KEY_B), ("UP_C", KEY_C)]).await;
+    s.mock.script(FaultSpec::status(503)).unwrap();
+    let ask = |session: Option<&'static str>| {
+        let mut req = s
+            .http
+            .post(format!("{}/v1/chat/completions", s.node.client_url()))
+            .json(&chat("c", false));
+        if let Some(id) = session {
+            req = req.header("x-session-id", id);
+        }
+        send(req)
+    };
+    // Without a session nothing is pinned, so nothing is cleared.
+    for _ in 0..3 {
+        assert_eq!(ask(None).await.status, 503);
+    }
+    assert_eq!(pins_cleared(&s).await, 0);
+    for _ in 0..2 {
+        assert_eq!(ask(Some("session-a")).await.status, 503);
+    }
+    assert_eq!(pins_cleared(&s).await, 0, "two failures keep the pin");
+    assert_eq!(ask(Some("session-a")).await.status, 503);
+    assert_eq!(pins_cleared(&s).await, 1, "the third clears it");
 }
