@@ -128,12 +128,13 @@ pub async fn on_failure(
         return Next::Fail(terminal::upstream_error(&rc.report));
     }
     rt.metrics.fallback(judged.classification.reason);
-    rc.excluded.push(conn.idx);
     ctx.fallback = true;
     if judged.classification.next_target_only() {
-        // A generic 400: the target's other connections would get the same input.
+        // A generic 400: the target's other connections would get the same input. The
+        // connection itself is fine: another model of its provider may take the request.
         return Next::Skip(TargetSkip::Failed);
     }
+    rc.excluded.push(conn.idx);
     readmit(rt, ctx, was_probe).await
 }
 

@@ -453,6 +453,10 @@ async fn a_generic_400_moves_a_combo_to_its_next_target_and_a_body_specific_one_
     };
     let next = outcome::on_failure(&rt, &req, &mut ctx, &mut combo, &p1, &generic, false).await;
     assert!(matches!(next, Next::Skip(TargetSkip::Failed)), "{next:?}");
+    assert!(
+        combo.excluded.is_empty(),
+        "the connection stays usable for the provider's other models"
+    );
     let next =
         outcome::on_failure(&rt, &req, &mut ctx, &mut combo, &p1, &body_specific, false).await;
     let Next::Fail(e) = next else {
