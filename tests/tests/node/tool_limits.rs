@@ -87,3 +87,29 @@ async fn a_too_many_tools_400_teaches_the_limit_and_later_requests_skip_the_targ
         m.everything()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_request_above_a_learned_limit_is_answered_without_the_provider() {
+    let config = prelude()
+        + &provider("pa", "openai", "{URL}", &["m"], "", "")
+        + &connection("ca", "pa", "UP_A", "");
+    let s = setup(config, &[("UP_A", KEY_A)]).await;
+    s.mock
+        .script(FaultSpec {
+            error_message: Some("too many tools in request".into()),
+            ..FaultSpec::status(400).for_key(KEY_A).times(1)
+        })
+        .unwrap();
+    let mut body = with_tools(5);
+    body["model"] = "pa/m".into();
+    // The upstream's own 400 first, with the limit learned (one less than the 5 sent).
+    let r = s.post("/v1/chat/completions", &body).await;
+    assert_eq!(r.status, 400, "{r:#?}");
+    let v = s.admin("/api/resilience/tool-limits").await;
+    assert_eq!(v["items"][0]["limit"], 4, "{v}");
+    // Then Switchyard's own answer, the provider untouched.
+    let r = s.post("/v1/chat/completions", &body).await;
+    let v = r.assert_error(400, "invalid_request_error", "tool_limit_exceeded");
+    assert_eq!(v["error"]["limit"], 4, "{v}");
+    assert_eq!(hits(&s, KEY_A), 1);
+}
