@@ -66,6 +66,10 @@ pub struct RoutingTable {
     pub leases: LeasePolicy,
     /// `[translation]`: what cross-format translation does with fields it does not know.
     pub unknown_params: switchyard_shared::translate::UnknownParams,
+    /// `[fallback]`: the global fallback model and the emergency fallback.
+    pub fallback: switchyard_shared::config::FallbackConfig,
+    /// Sessions' pins to combo target orders and their consecutive combo failures.
+    pub combo_sessions: Mutex<switchyard_shared::strategy::SessionPins>,
 }
 
 /// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
@@ -271,6 +275,8 @@ impl Runtime {
                 cluster,
                 leases: LeasePolicy::from_config(&config),
                 unknown_params: config.translation.unknown_params,
+                fallback: config.fallback.clone(),
+                combo_sessions: Mutex::default(),
             },
             settings_warnings,
             keys,

@@ -577,6 +577,63 @@ fn retry_delay_in(value: &serde_json::Value) -> Option<Millis> {
     })
 }
 
+/// The longest model lockout a typed `RetryInfo` delay becomes (the seed's
+/// `lockModelForLongBodyRetry`): 24 h.
+pub const MAX_BODY_RETRY_LOCK_MS: Millis = 24 * 60 * 60 * 1000;
+
+/// `retryDelay` of a typed Google `RetryInfo` detail (`"@type"` ending in
+/// `google.rpc.RetryInfo`) in a JSON error body; an untyped `retryDelay` or a delay in free
+/// text is not one (the seed's provenance `google_rpc_retry_info`).
+pub fn typed_retry_info_ms(body: &str) -> Option<Millis> {
+    let text = bounded(body);
+    if !text.contains("google.rpc.RetryInfo") {
+        return None;
+    }
+    let start = text.find('{')?;
+    let value = serde_json::Deserializer::from_str(text.get(start..)?)
+        .into_iter::<serde_json::Value>()
+        .next()?
+        .ok()?;
+    let details = value
+        .get("error")
+        .and_then(|e| e.get("details"))
+        .or_else(|| value.get("details"))?
+        .as_array()?;
+    let typed: Vec<serde_json::Value> = details
+        .iter()
+        .take(32)
+        .filter(|d| {
+            d.get("@type")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .cloned()
+        .collect();
+    retry_delay_in(&serde_json::json!({ "details": typed }))
+}
+
+/// What a typed `RetryInfo` delay on a 429 does to the connection that answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyRetry {
+    /// The wait fits the connection's queue wait budget: pause its limiter this long, so
+    /// queued requests go out when it ends.
+    Pace(Millis),
+    /// Longer than the queue could sit out (Gemini's spent daily quota says `86399s`): lock
+    /// the model on this connection this long, capped at [`MAX_BODY_RETRY_LOCK_MS`], and
+    /// leave the limiter (and the connection's other models) alone.
+    LockModel(Millis),
+}
+
+/// Pacing or lockout for a typed `RetryInfo` delay of `delay_ms`, given the connection's
+/// queue wait budget `max_wait_ms`.
+pub fn body_retry(delay_ms: Millis, max_wait_ms: Millis) -> BodyRetry {
+    if delay_ms <= max_wait_ms {
+        BodyRetry::Pace(delay_ms)
+    } else {
+        BodyRetry::LockModel(delay_ms.min(MAX_BODY_RETRY_LOCK_MS))
+    }
+}
+
 /// Phrases after which an absolute timestamp names the reset.
 const ISO_PHRASES: [&str; 6] = [
     "try again at",
@@ -1054,5 +1111,30 @@ mod tests {
                 prop_assert!(ms > 0 && ms <= MAX_HINT_MS);
             }
         }
+    }
+
+    #[test]
+    fn a_typed_retry_info_paces_within_the_budget_and_locks_beyond_it() {
+        let typed = r#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"86399s"}]}}"#;
+        assert_eq!(typed_retry_info_ms(typed), Some(86_399_000));
+        // An untyped retryDelay or a delay in text is no RetryInfo.
+        let untyped = r#"{"error":{"details":[{"retryDelay":"30s"}]}}"#;
+        assert_eq!(typed_retry_info_ms(untyped), None);
+        assert_eq!(
+            typed_retry_info_ms("google.rpc.RetryInfo retry in 5s"),
+            None
+        );
+
+        assert_eq!(body_retry(2_000, 30_000), BodyRetry::Pace(2_000));
+        assert_eq!(body_retry(30_000, 30_000), BodyRetry::Pace(30_000));
+        assert_eq!(body_retry(30_001, 30_000), BodyRetry::LockModel(30_001));
+        assert_eq!(
+            body_retry(86_399_000, 30_000),
+            BodyRetry::LockModel(86_399_000)
+        );
+        assert_eq!(
+            body_retry(3 * MAX_BODY_RETRY_LOCK_MS, 30_000),
+            BodyRetry::LockModel(MAX_BODY_RETRY_LOCK_MS)
+        );
     }
 }

@@ -31,8 +31,9 @@ use super::ActorStats;
 use super::change::{LocalChange, StatePublisher, breaker_params};
 use super::connection::ConnectionActor;
 use super::messages::{
-    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped, GetBreaker,
-    GetBreakerStatus, GetTransitionCount, ReleaseProbe, ResetBreaker, Retire, SetConnParams,
+    AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped,
+    ConnectionTestPassed, GetBreaker, GetBreakerStatus, GetTransitionCount, ReleaseProbe,
+    ResetBreaker, Retire, SetConnParams,
 };
 use super::params::ConnActorParams;
 use crate::actors::{BreakerSnapshot, ConnHandle, ProviderHandle};
@@ -280,6 +281,19 @@ impl Handler<ResetBreaker> for ProviderBreakerActor {
         let effects = self.breaker.reset(msg.at);
         self.apply(effects);
         self.publish(msg.at);
+    }
+}
+
+impl Handler<ConnectionTestPassed> for ProviderBreakerActor {
+    type Result = MessageResult<ConnectionTestPassed>;
+
+    fn handle(&mut self, msg: ConnectionTestPassed, _: &mut Self::Context) -> Self::Result {
+        // Local: the shared breaker (redis mode) learns of the close from this node's next
+        // outcome, as with any other recovery.
+        let effects = self.breaker.connection_test_passed(msg.at);
+        self.apply(effects);
+        self.publish(msg.at);
+        MessageResult(self.breaker.state())
     }
 }
 

@@ -69,6 +69,14 @@ pub struct ResetBreaker {
     pub at: Millis,
 }
 
+/// An operator's connection test succeeded: a DEGRADED breaker returns to CLOSED. Replies
+/// with the state after.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "switchyard_shared::breaker::BreakerState")]
+pub struct ConnectionTestPassed {
+    pub at: Millis,
+}
+
 /// The breaker's status object for health output.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "BreakerStatus")]

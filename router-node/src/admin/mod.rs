@@ -19,8 +19,11 @@ pub mod auth;
 pub mod cooldowns;
 pub mod health;
 pub mod openapi;
+pub mod provider_test;
+pub mod queue_pauses;
 pub mod rate_limits;
 pub mod resilience;
+pub mod tool_limits;
 pub mod usage;
 
 mod common;
@@ -66,7 +69,10 @@ routes! {
     get "/api/resilience/cooldowns" => cooldowns::list_cooldowns;
     post "/api/resilience/cooldowns" => cooldowns::clear_cooldowns;
     get "/api/resilience/connections" => cooldowns::list_connections;
+    get "/api/resilience/tool-limits" => tool_limits::list;
+    get "/api/resilience/queue-pauses" => queue_pauses::list;
     post "/api/resilience/connections/{id}/reinstate" => cooldowns::reinstate;
+    post "/api/providers/{id}/test" => provider_test::test;
     get "/api/rate-limits" => rate_limits::list;
     post "/api/rate-limits" => rate_limits::toggle;
     get "/api/usage" => usage::usage;

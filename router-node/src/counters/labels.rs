@@ -125,6 +125,8 @@ label_enum! {
         NotAllowed => "not_allowed",
         NoConnections => "no_connections",
         ConcurrencyCap => "concurrency_cap",
+        RequestExhaustion => "request_exhaustion",
+        ToolLimit => "tool_limit",
         Failed => "failed",
         Other => "other",
     }

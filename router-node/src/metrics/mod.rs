@@ -179,6 +179,12 @@ pub struct Metrics {
     in_flight: IntGauge,
     /// Lease operations by op and result (closed sets; never a token or connection id).
     lease_ops: IntCounterVec,
+    /// 429s whose typed `RetryInfo` paced a connection or locked a model, by effect.
+    body_retries: IntCounterVec,
+    /// Last-resort dispatches (global fallback model, emergency fallback) by result.
+    last_resorts: IntCounterVec,
+    /// Sessions' combo pins cleared after consecutive combo failures.
+    session_pins_cleared: IntCounter,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
 }
@@ -423,6 +429,23 @@ impl Metrics {
             "Exclusive session lease operations (acquire, renew, release, claim, fence) by result.",
             &["op", "result"],
         )?;
+        let body_retries = counter_vec(
+            r,
+            "switchyard_body_retry_total",
+            "429s with a typed RetryInfo delay, by effect: pace (the connection's queue paused) or model_lockout.",
+            &["effect"],
+        )?;
+        let last_resorts = counter_vec(
+            r,
+            "switchyard_last_resort_total",
+            "Last-resort dispatches after routing failed: kind global (a combo's 502/503 on global_fallback_model) or emergency (a direct request on the emergency target), result served or failed.",
+            &["kind", "result"],
+        )?;
+        let session_pins_cleared = IntCounter::new(
+            "switchyard_combo_session_pins_cleared_total",
+            "Sessions whose pin to a combo's target order was cleared after 3 consecutive combo failures.",
+        )?;
+        r.register(Box::new(session_pins_cleared.clone()))?;
         let permits_held = IntGaugeVec::new(
             Opts::new(
                 "switchyard_cluster_permits_held",
@@ -454,6 +477,9 @@ impl Metrics {
             watchdog_aborts,
             in_flight,
             lease_ops,
+            body_retries,
+            last_resorts,
+            session_pins_cleared,
             permits_held,
         })
     }
@@ -461,6 +487,22 @@ impl Metrics {
     /// Counts one lease operation; `op` and `result` come from closed sets in `leases`.
     pub fn lease_op(&self, op: &str, result: &str) {
         self.lease_ops.with_label_values(&[op, result]).inc();
+    }
+
+    /// Counts a typed `RetryInfo` delay's effect (`pace` or `model_lockout`).
+    pub fn body_retry(&self, effect: &str) {
+        self.body_retries.with_label_values(&[effect]).inc();
+    }
+
+    /// Counts a session's combo pin cleared after consecutive combo failures.
+    pub fn session_pin_cleared(&self) {
+        self.session_pins_cleared.inc();
+    }
+
+    /// Counts a last-resort dispatch: `kind` `global` or `emergency`, `result` `served` or
+    /// `failed`.
+    pub fn last_resort(&self, kind: &str, result: &str) {
+        self.last_resorts.with_label_values(&[kind, result]).inc();
     }
 
     /// The cluster permits this node holds for a (configured) connection.
@@ -508,6 +550,9 @@ impl Metrics {
             watchdog_aborts: self.watchdog_aborts.clone(),
             in_flight: self.in_flight.clone(),
             lease_ops: self.lease_ops.clone(),
+            body_retries: self.body_retries.clone(),
+            last_resorts: self.last_resorts.clone(),
+            session_pins_cleared: self.session_pins_cleared.clone(),
             permits_held: self.permits_held.clone(),
         })
     }

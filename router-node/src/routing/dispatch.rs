@@ -93,18 +93,33 @@ pub async fn route(rt: &RoutingTable, req: &RouteRequest) -> Result<Routed, Gate
         .index
         .resolve(&req.body.model)
         .map_err(terminal::resolve_error)?;
-    let combo_timeout = match &resolved {
-        Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => c.options.combo_timeout_ms,
-        _ => return route_resolved(rt, req, resolved).await,
+    let is_combo = matches!(resolved, Resolved::Combo(_));
+    let session_key = match &resolved {
+        Resolved::Combo(c) => req.session.as_deref().map(|s| session_pin_key(&c.name, s)),
+        Resolved::Direct(_) => None,
     };
-    let limit = Duration::from_millis(combo_timeout);
-    match tokio::time::timeout(limit, route_resolved(rt, req, resolved)).await {
-        Ok(result) => result,
-        Err(_) => Err(terminal::combo_timeout(combo_timeout)),
+    let result = match &resolved {
+        Resolved::Combo(c) if c.options.combo_timeout_ms > 0 => {
+            let combo_timeout = c.options.combo_timeout_ms;
+            let limit = Duration::from_millis(combo_timeout);
+            match tokio::time::timeout(limit, route_resolved(rt, req, resolved)).await {
+                Ok(result) => result,
+                Err(_) => Err(terminal::combo_timeout(combo_timeout)),
+            }
+        }
+        _ => route_resolved(rt, req, resolved).await,
+    };
+    if let Some(key) = session_key {
+        record_session_outcome(rt, key, result.is_ok());
+    }
+    match result {
+        Ok(routed) => Ok(routed),
+        // The global fallback model (combos) or the emergency fallback (direct requests).
+        Err(e) => super::last_resort::after_failure(rt, req, is_combo, e).await,
     }
 }
 
-async fn route_resolved(
+pub(super) async fn route_resolved(
     rt: &RoutingTable,
     req: &RouteRequest,
     resolved: Resolved,
@@ -145,6 +160,7 @@ async fn route_resolved(
         retry_delay_ms,
         deadline,
         excluded: Vec::new(),
+        exhausted: Vec::new(),
         report: Report {
             skips: Some(rt.metrics.skips()),
             ..Report::default()
@@ -153,7 +169,13 @@ async fn route_resolved(
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
     loop {
-        let cache_key = req.session.as_deref().map(|k| stable_hash(k.as_bytes()));
+        let cache_key = req.session.as_deref().map(|k| {
+            let hash = stable_hash(k.as_bytes());
+            match (&combo, rt.combo_sessions.lock()) {
+                (Some(name), Ok(pins)) => pins.cache_key(session_pin_key(name, k), hash),
+                _ => hash,
+            }
+        });
         let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
         for ti in order {
             let Some(target) = targets.get(ti) else {
@@ -180,11 +202,32 @@ async fn route_resolved(
                 waits += 1;
                 waited_ms += ms;
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                rc.excluded.clear();
+                // The exhaustion set holds for the whole request; the rest may serve again.
+                rc.excluded.clone_from(&rc.exhausted);
                 rc.report.new_pass();
             }
             terminal::AfterPass::Fail(e) => return Err(e),
         }
+    }
+}
+
+/// The key of a session's pin on one combo.
+fn session_pin_key(combo: &str, session: &str) -> u64 {
+    stable_hash(format!("{combo}\0{session}").as_bytes())
+}
+
+/// Counts a combo request's outcome for its session: after
+/// [`switchyard_shared::strategy::COMBO_FAILURE_THRESHOLD`] consecutive failures the
+/// session's pin is cleared (re-seeded).
+fn record_session_outcome(rt: &RoutingTable, key: u64, ok: bool) {
+    let Ok(mut pins) = rt.combo_sessions.lock() else {
+        return;
+    };
+    if ok {
+        pins.record_success(key);
+    } else if pins.record_failure(key) {
+        rt.metrics.session_pin_cleared();
+        tracing::debug!("session pin cleared after consecutive combo failures");
     }
 }
 

@@ -2,6 +2,7 @@
 //! says why for every target.
 
 pub mod dispatch;
+pub mod last_resort;
 pub mod observe;
 pub mod pipeline;
 pub mod report;

@@ -179,7 +179,7 @@ fn judge(
         classification.terminal,
         TerminalSignal::Banned | TerminalSignal::CreditsExhausted
     );
-    let lockout = if request_scoped || terminal {
+    let mut lockout = if request_scoped || terminal {
         None
     } else if model_scoped || combo_path {
         let model_ref = provider.model_ref(&conn.id, model);
@@ -252,7 +252,7 @@ fn judge(
         };
         classify::sanitize_message(&scrub_text(&full, conn.api_key.as_deref()))
     };
-    let observation = FailureObservation {
+    let mut observation = FailureObservation {
         status: failure.status,
         reason: classification.reason,
         // A model-scoped failure locks the model, not the whole connection.
@@ -265,6 +265,36 @@ fn judge(
         stream_stall: failure.transport == Some(TransportFailure::Stall),
         message: client_message.clone(),
     };
+    // A typed `RetryInfo` on a 429: a wait the queue can sit out paces the connection's
+    // limiter; a longer one (a spent daily quota) locks only this model on this connection.
+    if status == 429
+        && !request_scoped
+        && !terminal
+        && let Some(delay) = hints::typed_retry_info_ms(&failure.body)
+    {
+        match hints::body_retry(delay, conn.queue.settings().max_wait_ms) {
+            hints::BodyRetry::Pace(ms) => {
+                conn.queue.pause_until(now.saturating_add(ms));
+                rt.metrics.body_retry("pace");
+            }
+            hints::BodyRetry::LockModel(ms) => {
+                let model_ref = provider.model_ref(&conn.id, model);
+                let key = resolve_lock_key(&model_ref, status, Some(LockoutScope::Model));
+                lockout = Some((
+                    key,
+                    LockFailure {
+                        reason: LockReason::QuotaExhausted,
+                        hint: CooldownHint::Upstream(ms),
+                        reset_after_ms: settings
+                            .breaker_profile(provider.config.category)
+                            .reset_timeout_ms,
+                    },
+                ));
+                observation.hint = CooldownHint::None;
+                rt.metrics.body_retry("model_lockout");
+            }
+        }
+    }
     // What this failure is about to block, computed with the same pure policies the
     // connection's actor applies (the actor may apply it after the answer is sent): a request
     // whose own failures blocked every connection is answered like one that found them

@@ -65,6 +65,14 @@ pub enum TargetSkip {
         error_type: &'static str,
         retry_after_ms: Option<Millis>,
     },
+    /// The request declares more tools than this provider accepts for the model (a limit
+    /// learned from an earlier "too many tools" answer).
+    ToolLimit {
+        limit: u32,
+    },
+    /// Every connection left already failed in this request on another target (the
+    /// reference's in-request exhaustion sets).
+    RequestExhaustion,
     /// Attempts were made and failed.
     Failed,
 }
@@ -115,6 +123,8 @@ impl TargetSkip {
             Self::NotAllowed => "not_allowed",
             Self::NoConnections => "no_connections",
             Self::Saturated { .. } => "concurrency_cap",
+            Self::RequestExhaustion => "request_exhaustion",
+            Self::ToolLimit { .. } => "tool_limit",
             Self::Failed => "failed",
         }
     }

@@ -28,6 +28,8 @@ pub struct Eligibility {
     /// How many of `blocked` the quota preflight cut off (their reported quota window is
     /// nearly spent).
     pub quota_cut: usize,
+    /// Connections this request's own failures left out (the in-request exhaustion).
+    pub excluded: usize,
 }
 
 /// Filters `provider`'s connections for `model`. `leased`: the request holds an exclusive
@@ -62,6 +64,7 @@ pub fn eligible(
             continue;
         }
         if excluded.contains(&cidx) {
+            out.excluded += 1;
             continue;
         }
         let snap = conn.load();

@@ -200,7 +200,19 @@ pub fn after_pass(
             skip @ TargetSkip::Saturated { .. } => AfterPass::Fail(
                 saturated(&record.target, &skip).unwrap_or_else(|| upstream_error(report)),
             ),
-            TargetSkip::Failed => AfterPass::Fail(upstream_error(report)),
+            TargetSkip::ToolLimit { limit } => AfterPass::Fail(
+                GatewayError::bad_request(
+                    "tool_limit_exceeded",
+                    format!(
+                        "{} accepts at most {limit} tools; the request declares more",
+                        record.target
+                    ),
+                )
+                .with_field("limit", limit),
+            ),
+            TargetSkip::Failed | TargetSkip::RequestExhaustion => {
+                AfterPass::Fail(upstream_error(report))
+            }
         };
     }
     combo_after_pass(rt, report, strategy, waits, waited_ms)
@@ -427,18 +439,7 @@ fn combo_after_pass(
             report,
         ));
     }
-    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    for r in &report.records {
-        let reason = r.skip.as_ref().map_or("unknown", |s| s.reason()).to_owned();
-        match groups.iter_mut().find(|(g, _)| *g == reason) {
-            Some((_, t)) => t.push(r.target.clone()),
-            None => groups.push((reason, vec![r.target.clone()])),
-        }
-    }
-    let skipped: Vec<Value> = groups
-        .into_iter()
-        .map(|(reason, targets)| json!({"reason": reason, "targets": targets}))
-        .collect();
+    let skipped = skipped_targets(report, rt.clock.epoch_ms());
     let mut e = GatewayError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "service_unavailable",
@@ -452,6 +453,40 @@ fn combo_after_pass(
             .with_field("nextRetryAt", iso8601(rt.clock.epoch_ms() + ms));
     }
     AfterPass::Fail(with_diagnostics(e, report))
+}
+
+/// `skippedTargets[]`: the skipped targets grouped by reason, each group with the
+/// `nextRetryAt` of its soonest timer when its reason is one (the reference's #12659).
+fn skipped_targets(report: &Report, epoch_ms: u64) -> Vec<Value> {
+    let mut groups: Vec<(&'static str, Vec<String>, Option<Millis>)> = Vec::new();
+    for r in &report.records {
+        let reason = r.skip.as_ref().map_or("unknown", TargetSkip::reason);
+        let remaining = r
+            .skip
+            .as_ref()
+            .and_then(TargetSkip::remaining_ms)
+            .filter(|ms| *ms > 0);
+        match groups.iter_mut().find(|(g, _, _)| *g == reason) {
+            Some((_, targets, next)) => {
+                targets.push(r.target.clone());
+                *next = match (*next, remaining) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => groups.push((reason, vec![r.target.clone()], remaining)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(reason, targets, next)| {
+            let mut v = json!({"reason": reason, "targets": targets});
+            if let Some(ms) = next {
+                v["nextRetryAt"] = iso8601(epoch_ms + ms).into();
+            }
+            v
+        })
+        .collect()
 }
 
 /// The answer for a target every connection of which a concurrency gate or the request

@@ -77,6 +77,19 @@ impl RequestQueue {
         }
     }
 
+    /// Pauses admissions until `until` (node time): the upstream stated a short wait in its
+    /// 429 body (`RetryInfo`), and queued requests go out when it ends.
+    pub fn pause_until(&self, until: Millis) {
+        if let Ok(mut rate) = self.rate.lock() {
+            rate.pause_until(until);
+        }
+    }
+
+    /// The end of the pause in force at `now`, if any.
+    pub fn paused_until(&self, now: Millis) -> Option<Millis> {
+        self.rate.lock().ok().and_then(|r| r.paused_until(now))
+    }
+
     /// Requests waiting (not executing).
     pub fn waiting(&self) -> u32 {
         self.waiting.load(Ordering::Relaxed)

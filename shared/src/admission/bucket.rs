@@ -41,6 +41,9 @@ pub struct RateState {
     last_admit: Option<Millis>,
     /// Latest time seen, so a clock step backwards cannot rewind the window.
     last_now: Millis,
+    /// No admission before this instant: the upstream asked for a pause (a 429 body's
+    /// `RetryInfo` within the wait budget); `0` = none.
+    paused_until: Millis,
 }
 
 impl RateState {
@@ -52,7 +55,19 @@ impl RateState {
             head_slot: 0,
             last_admit: None,
             last_now: 0,
+            paused_until: 0,
         }
+    }
+
+    /// Holds every admission until `until` (a later pause wins; an earlier one changes
+    /// nothing): the upstream's own pacing, sat out in the queue.
+    pub fn pause_until(&mut self, until: Millis) {
+        self.paused_until = self.paused_until.max(until);
+    }
+
+    /// The end of the pause in force at `now`, if any.
+    pub fn paused_until(&self, now: Millis) -> Option<Millis> {
+        (self.paused_until > now).then_some(self.paused_until)
     }
 
     /// The current limits.
@@ -112,7 +127,10 @@ impl RateState {
             (Some(last), gap) if gap > 0 => last.saturating_add(gap),
             _ => now,
         };
-        spacing.max(self.rpm_slot(now)).max(now)
+        spacing
+            .max(self.rpm_slot(now))
+            .max(self.paused_until)
+            .max(now)
     }
 
     /// Admissions counted in the window ending at `now` (including the straddling slot).

@@ -142,3 +142,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_pause_holds_admissions_until_it_ends() {
+    let mut r = RateState::new(RateLimit::default());
+    r.pause_until(5_000);
+    assert_eq!(r.try_acquire(1_000), Err(4_000));
+    assert_eq!(r.paused_until(1_000), Some(5_000));
+    // An earlier pause does not shorten it.
+    r.pause_until(2_000);
+    assert_eq!(r.next_slot(1_000), 5_000);
+    assert_eq!(r.try_acquire(5_000), Ok(()));
+    assert_eq!(r.paused_until(5_000), None);
+}

@@ -223,10 +223,38 @@ impl Breaker {
         }
     }
 
-    /// Apply the lazy transitions due at `now`: an elapsed OPEN becomes HALF_OPEN, and lapsed
-    /// probe leases are dropped (each recorded as `probe-expired`).
+    /// How long a DEGRADED breaker must go without a failure to return to CLOSED: the
+    /// longest OPEN hold, `reset_timeout_ms × max_backoff_multiplier` (the seed's decay; at
+    /// least one reset timeout).
+    pub fn quiet_window_ms(&self) -> Millis {
+        self.profile
+            .reset_timeout_ms
+            .saturating_mul(u64::from(self.profile.max_backoff_multiplier.max(1)))
+    }
+
+    /// An operator's connection test succeeded: a DEGRADED breaker returns to CLOSED with its
+    /// counts cleared. Any other state is left alone (an OPEN breaker recovers through its
+    /// probe).
+    pub fn connection_test_passed(&mut self, now: Millis) -> Vec<BreakerEffect> {
+        let mut effects = self.refresh(now);
+        if self.phase == Phase::Degraded {
+            self.close(TransitionReason::ConnectionTest, now, &mut effects);
+        }
+        effects
+    }
+
+    /// Apply the lazy transitions due at `now`: an elapsed OPEN becomes HALF_OPEN, a DEGRADED
+    /// breaker quiet for its [`Self::quiet_window_ms`] becomes CLOSED, and lapsed probe
+    /// leases are dropped (each recorded as `probe-expired`).
     pub fn refresh(&mut self, now: Millis) -> Vec<BreakerEffect> {
         let mut effects = Vec::new();
+        if self.phase == Phase::Degraded
+            && self
+                .last_failure_at
+                .is_some_and(|at| now.saturating_sub(at) >= self.quiet_window_ms())
+        {
+            self.close(TransitionReason::QuietDecay, now, &mut effects);
+        }
         if let Phase::Open { opened_at } = self.phase
             && now >= self.open_until(opened_at)
         {

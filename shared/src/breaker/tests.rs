@@ -710,3 +710,58 @@ proptest! {
         }
     }
 }
+
+fn degraded_breaker() -> Breaker {
+    let mut b = Breaker::new(BreakerProfile {
+        failure_threshold: 5,
+        degradation_threshold: 2,
+        reset_timeout_ms: 10_000,
+        max_backoff_multiplier: 4,
+        ..BreakerProfile::default()
+    });
+    for at in [1_000, 2_000] {
+        b.on_outcome(None, BreakerOutcome::Failure(FailureKind::Transient), at);
+    }
+    assert_eq!(b.state(), BreakerState::Degraded);
+    b
+}
+
+#[test]
+fn a_quiet_degraded_breaker_decays_to_closed_after_the_longest_open_hold() {
+    let mut b = degraded_breaker();
+    assert_eq!(b.quiet_window_ms(), 40_000);
+    // Just short of the window (from the last failure at 2 000): still DEGRADED.
+    b.refresh(41_999);
+    assert_eq!(b.state(), BreakerState::Degraded);
+    let effects = b.refresh(42_000);
+    assert_eq!(b.state(), BreakerState::Closed);
+    assert_eq!(b.failure_count(), 0);
+    assert!(matches!(
+        effects.as_slice(),
+        [BreakerEffect::Transition(t)] if t.reason == TransitionReason::QuietDecay
+    ));
+}
+
+#[test]
+fn a_failure_after_the_quiet_window_starts_from_closed() {
+    let mut b = degraded_breaker();
+    // Three more failures would open a stale DEGRADED breaker (2 + 3 = 5).
+    for at in [50_000, 50_001, 50_002] {
+        b.on_outcome(None, BreakerOutcome::Failure(FailureKind::Transient), at);
+    }
+    assert_ne!(b.state(), BreakerState::Open);
+    assert_eq!(b.failure_count(), 3);
+}
+
+#[test]
+fn a_connection_test_closes_only_a_degraded_breaker() {
+    let mut b = degraded_breaker();
+    let effects = b.connection_test_passed(3_000);
+    assert_eq!(b.state(), BreakerState::Closed);
+    assert!(matches!(
+        effects.as_slice(),
+        [BreakerEffect::Transition(t)] if t.reason == TransitionReason::ConnectionTest
+    ));
+    // CLOSED stays CLOSED without a history entry.
+    assert!(b.connection_test_passed(4_000).is_empty());
+}

@@ -46,6 +46,10 @@ pub enum TransitionReason {
     ManualReset,
     /// The cluster's shared breaker changed (a peer's transition, or a resync).
     Cluster,
+    /// A DEGRADED breaker saw no failure for its quiet window (the longest OPEN hold).
+    QuietDecay,
+    /// An operator's connection test succeeded on a DEGRADED breaker.
+    ConnectionTest,
 }
 
 impl TransitionReason {
@@ -61,6 +65,8 @@ impl TransitionReason {
             Self::ProbeExpired => "probe-expired",
             Self::ManualReset => "manual-reset",
             Self::Cluster => "cluster",
+            Self::QuietDecay => "quiet-decay",
+            Self::ConnectionTest => "connection-test",
         }
     }
 }

@@ -16,6 +16,14 @@ use crate::outcome::{
     TerminalSignal,
 };
 
+/// The rule of a 400 that neither names the body nor any other signal: a combo moves on to its
+/// next target, a direct request answers with it.
+pub const GENERIC_400_RULE: &str = "row17_generic_400";
+
+/// The rule of a 400 that says the request declares too many tools: a combo moves on, and
+/// the provider's limit for the model is recorded.
+pub const TOOL_LIMIT_RULE: &str = "tool_limit_400";
+
 /// Structured codes that mark a failure as about the request, not the provider.
 const REQUEST_SCOPED_CODES: [&str; 8] = [
     "context_length_exceeded",
@@ -387,6 +395,12 @@ fn decide(c: &Ctx<'_>) -> Draft {
     // Row 14 (406/408/429/5xx → retryable) is subsumed by row 13: each of those statuses has
     // a status rule.
 
+    // Too many tools for this provider and model (a 400, or Mistral's 422): another target
+    // may take them; its words ("invalid 'tools'") must not read as a body-specific 400.
+    if matches!(status, 400 | 422) && super::tool_limit::says_too_many_tools(t) {
+        return request_scoped_draft(TOOL_LIMIT_RULE);
+    }
+
     if status == 400 {
         // Row 15: a 400 about this model or this request: move on without cooling anything.
         let access_text = !p::auth_credential_error(t) && p::model_access_denied(t);
@@ -414,11 +428,17 @@ fn decide(c: &Ctx<'_>) -> Draft {
         if p::rate_limit_text(t) {
             return c.retryable("row16_rate_limited_400", RateLimitExceeded);
         }
-        // Row 17: the request itself is wrong; another connection would fail the same way.
-        return Draft {
-            request_scoped: true,
-            ..Draft::no_fallback("row17_client_error_400")
-        };
+        // Row 17: a 400 whose text says what is wrong with the body (the same input fails on
+        // every target) stops a combo, as the reference's body-specific 400 does (#4279).
+        if p::body_specific_400(t) && !p::google_param_validation(t) {
+            return Draft {
+                request_scoped: true,
+                ..Draft::no_fallback("row17_client_error_400")
+            };
+        }
+        // Any other 400 is recorded and the combo moves on to its next target; the
+        // provider's other connections would see the same input, so they are not tried.
+        return request_scoped_draft(GENERIC_400_RULE);
     }
 
     // A payload too large, or an unprocessable request whose text says what is wrong with it

@@ -54,9 +54,11 @@ mod table;
 mod tests;
 #[cfg(test)]
 mod tests_effects;
+pub mod tool_limit;
 
 use std::fmt;
 
+pub use decide::{GENERIC_400_RULE, TOOL_LIMIT_RULE};
 pub use envelope::{
     CONTEXT_LENGTH_EXCEEDED, ROUTE_NOT_FOUND, UpstreamErrorBody, client_code, in_band_status,
     in_band_status_of, parse_error_body,
@@ -138,6 +140,20 @@ pub struct Classification {
     /// the model, not its family): a model lockout keeps that scope exactly.
     pub rule_scope: bool,
     pub rule: MatchedRule,
+}
+
+impl Classification {
+    /// A 400 that a combo answers by moving on to its next target without trying the
+    /// target's other connections (the same input reaches them), and that a direct request
+    /// answers with as it is.
+    pub fn next_target_only(&self) -> bool {
+        self.rule == MatchedRule::Builtin(GENERIC_400_RULE) || self.is_tool_limit()
+    }
+
+    /// A 400 that says the request has too many tools ([`tool_limit`]).
+    pub fn is_tool_limit(&self) -> bool {
+        self.rule == MatchedRule::Builtin(TOOL_LIMIT_RULE)
+    }
 }
 
 /// The breaker's view of an attempt by status or transport failure alone: 2xx is a success;

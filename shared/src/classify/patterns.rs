@@ -358,6 +358,24 @@ pub(super) fn param_validation(t: &str) -> bool {
         || seq(t, &["is illegal", "range"])
 }
 
+/// The reference's body-specific 400 (combo.ts, #4279): the text names the context, the prompt,
+/// tokens, a malformed or invalid input, or calls itself a bad request. Row 15 has already
+/// taken the exceptions (context overflow, parameter validation, model-scoped 400s).
+pub(super) fn body_specific_400(t: &str) -> bool {
+    any(
+        t,
+        &["context", "prompt", "token", "malformed", "bad request"],
+    ) || has_word(t, "invalid")
+}
+
+/// Google's `INVALID_ARGUMENT` status is its parameter validation ("Request contains an
+/// invalid argument."): the argument another provider's translation may not send at all. It
+/// is the reference's parameter-validation exception unless the text also names the prompt,
+/// the context or tokens.
+pub(super) fn google_param_validation(t: &str) -> bool {
+    t.contains("invalid_argument") && !any(t, &["context", "prompt", "token"])
+}
+
 /// `MODEL_ACCESS_DENIED_PATTERNS`: this account cannot use this model (row 15).
 pub(super) fn model_access_denied(t: &str) -> bool {
     const DOES_NOT_SUPPORT: [&str; 3] = ["does not support", "doesn't support", "unsupported"];

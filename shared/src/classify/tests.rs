@@ -364,7 +364,7 @@ fn row15_model_or_request_scoped_400_moves_on_without_cooling() {
     );
     assert_eq!(
         rule_id(&classify(&permission_on_feature)),
-        "row17_client_error_400"
+        "row17_generic_400"
     );
 }
 
@@ -397,6 +397,41 @@ fn row17_other_400_is_returned_to_the_client() {
     assert_eq!(c.cooldown, CooldownHint::None);
     // A bad credential phrased around a model stays an error, not a model fallback.
     let c = classify(&apikey(400, "Invalid API key provided for model gpt-4o"));
+    assert_eq!(rule_id(&c), "row17_client_error_400");
+    // Every body-specific word of the reference stops the combo.
+    for text in [
+        "the context is odd",
+        "prompt rejected",
+        "bad token count",
+        "malformed body",
+        "invalid field `foo`",
+        "Bad Request",
+    ] {
+        let c = classify(&apikey(400, text));
+        assert_eq!(rule_id(&c), "row17_client_error_400", "{text}");
+        assert!(!c.should_fallback && !c.next_target_only(), "{text}");
+    }
+}
+
+#[test]
+fn row17_a_generic_400_moves_a_combo_to_its_next_target() {
+    for text in [
+        "something nobody has seen before",
+        // Google's parameter validation: the reference's exception to "invalid".
+        r#"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}"#,
+    ] {
+        let c = classify(&apikey(400, text));
+        assert_eq!(rule_id(&c), "row17_generic_400", "{text}");
+        assert!(c.should_fallback && c.next_target_only(), "{text}");
+        assert!(c.request_scoped, "{text}");
+        assert_eq!(c.cooldown, CooldownHint::None);
+        assert_eq!(c.breaker, BreakerOutcome::Ignore);
+    }
+    // INVALID_ARGUMENT that names the prompt is about the body.
+    let c = classify(&apikey(
+        400,
+        r#"{"error":{"message":"The prompt is invalid","status":"INVALID_ARGUMENT"}}"#,
+    ));
     assert_eq!(rule_id(&c), "row17_client_error_400");
 }
 
@@ -639,8 +674,10 @@ fn operator_rule_applies_to_a_400() {
         (LockScope::Model, CooldownHint::Fixed(30_000))
     );
     assert_eq!(c.reason, FailureReason::ModelCapacity);
-    // Without the rule the reference's gap: an unrecognised 400 is returned to the client.
-    assert!(!classify(&apikey(400, "error: model is warming up, retry shortly")).should_fallback);
+    // Without the rule an unrecognised 400 only moves a combo on; it cools nothing and the
+    // other connections of the target are not tried.
+    let c = classify(&apikey(400, "error: model is warming up, retry shortly"));
+    assert!(c.next_target_only() && c.cooldown == CooldownHint::None);
 }
 
 #[test]

@@ -44,9 +44,11 @@ fn request_scoped_400s_change_no_shared_state() {
             assert_request_scoped(&classify(&c), text);
         }
     }
-    // Combos move on past a context overflow (row 15) and stop on other 400s (row 17).
+    // Combos move on past a context overflow (row 15) and a generic 400, and stop on a
+    // body-specific 400 (row 17).
     assert!(classify(&apikey(400, "prompt is too long: 2 > 1")).should_fallback);
-    assert!(!classify(&apikey(400, "something nobody has seen before")).should_fallback);
+    assert!(classify(&apikey(400, "something nobody has seen before")).should_fallback);
+    assert!(!classify(&apikey(400, "malformed tool schema")).should_fallback);
     // Auth and quota signals on a 400 still change state.
     assert!(!classify(&apikey(400, "rate limit reached, slow down")).request_scoped);
     assert!(!classify(&apikey(400, "you exceeded your current quota")).request_scoped);

@@ -21,6 +21,7 @@
 
 mod combo;
 mod error;
+mod fallback;
 mod provider;
 mod resolve;
 mod secrets;
@@ -40,6 +41,7 @@ use crate::settings::ResiliencePatch;
 
 pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
 pub use error::{ConfigError, ConfigErrors};
+pub use fallback::{EmergencyFallback, FallbackConfig, global_fallback_applies};
 pub use provider::{
     ConnectionConfig, ConnectionRateLimit, ConnectionStrategy, ErrorRule, ProviderConfig,
     ProviderFormat, ProviderTimeouts, StatusRestatementRule,
@@ -74,6 +76,8 @@ pub struct Config {
     /// Overrides and additions to the default model catalog.
     pub model_catalog: Vec<crate::model_catalog::ModelInfo>,
     pub quota_preflight: QuotaPreflightConfig,
+    /// `[fallback]`: the global fallback model and the emergency fallback.
+    pub fallback: FallbackConfig,
 }
 
 impl Config {

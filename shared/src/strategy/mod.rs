@@ -26,6 +26,7 @@ mod quota;
 mod random;
 mod ranked;
 mod rotation;
+mod session_pin;
 
 #[cfg(test)]
 mod draw_tests;
@@ -52,6 +53,7 @@ pub use name::{Strategy, UnknownStrategy};
 pub use observed::{AttemptOutcome, DEFAULT_LATENCY_DECAY_MS, Observed};
 pub use quota::reset_aware_score;
 pub use random::health_score;
+pub use session_pin::{COMBO_FAILURE_THRESHOLD, SessionPins};
 
 use ranked::{Entry, Rank};
 

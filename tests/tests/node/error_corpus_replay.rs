@@ -31,11 +31,6 @@ const MODEL: &str = "test-model";
 /// test fails if one of them passes (then remove it here).
 const KNOWN_GAPS: &[(&str, &str)] = &[
     (
-        "gemini/invalid-argument",
-        "expects a combo to move on past a generic 400; the node stops on it (row 17), as the \
-         reference stops a combo on a body-specific 400 (\"invalid\" is one of its words)",
-    ),
-    (
         "openrouter/insufficient-credits",
         "expects a 120 s cooldown; the reference's step 9 (and the classification test \
          openrouter_402_is_credits_exhausted_on_the_connection) make every 402 \

@@ -77,6 +77,9 @@ pub struct ProviderHandle {
     /// The quota preflight's thresholds for this provider's connections; `None` when
     /// `[quota_preflight]` is off.
     pub quota_preflight: Option<Thresholds>,
+    /// Tool limits learned from "too many tools" answers, by model: requests above them skip
+    /// this provider's target (`tool_limit`).
+    tool_limits: Mutex<std::collections::BTreeMap<Box<str>, u32>>,
 }
 
 impl ProviderHandle {
@@ -100,7 +103,29 @@ impl ProviderHandle {
             endpoints,
             config,
             quota_preflight: None,
+            tool_limits: Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// Records that `model` takes at most `limit` tools here (a lower limit wins).
+    pub fn record_tool_limit(&self, model: &str, limit: u32) {
+        if let Ok(mut limits) = self.tool_limits.lock() {
+            let entry = limits.entry(Box::from(model)).or_insert(limit);
+            *entry = (*entry).min(limit);
+        }
+    }
+
+    /// The learned tool limit of `model`, if any.
+    pub fn tool_limit(&self, model: &str) -> Option<u32> {
+        self.tool_limits.lock().ok()?.get(model).copied()
+    }
+
+    /// Every learned tool limit, `(model, limit)` in model order (the admin view).
+    pub fn tool_limits(&self) -> Vec<(String, u32)> {
+        self.tool_limits
+            .lock()
+            .map(|l| l.iter().map(|(m, n)| (m.to_string(), *n)).collect())
+            .unwrap_or_default()
     }
 
     /// The same handle with the quota preflight on at `thresholds` (`None`: off).

@@ -100,6 +100,17 @@ pub async fn attempt(
     }
 }
 
+/// Whether a combo's per-target timeout (`timeout_ms`) is what ended the attempt: a timeout
+/// at or after it. The reference answers it with a synthetic 524.
+pub fn target_timed_out(
+    failure: &AttemptFailure,
+    target_timeout_ms: Millis,
+    dispatched: Millis,
+    rt: &RoutingTable,
+) -> bool {
+    target_timeout_ms > 0 && ended_by(failure, dispatched + target_timeout_ms, rt.clock.now())
+}
+
 /// Whether a failure is the deadline passing at or after `at` (a timeout, not an answer).
 fn ended_by(failure: &AttemptFailure, at: Millis, now: Millis) -> bool {
     failure.status.is_none()

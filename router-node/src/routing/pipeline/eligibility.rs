@@ -128,6 +128,9 @@ pub fn pick_connection(
             TargetSkip::NoConnections
         } else if elig.not_allowed == elig.total {
             TargetSkip::NotAllowed
+        } else if elig.excluded > 0 && elig.blocked.is_empty() {
+            // Every connection left failed earlier in this request (on another target).
+            TargetSkip::RequestExhaustion
         } else if elig.quota_cut > 0 && elig.quota_cut == elig.blocked.len() {
             TargetSkip::QuotaCutoff {
                 connections: elig.blocked,

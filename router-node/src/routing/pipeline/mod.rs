@@ -16,7 +16,10 @@
 //! 5. **observe** ([`outcome`]): the outcome goes to the owning actors; a failure decides
 //!    whether to retry on another connection, leave the target or fail the request. When a
 //!    combo target's connections are used up, [`retry`] decides whether it gets another
-//!    round after `retry_delay_ms` (`max_retries`).
+//!    round after `retry_delay_ms` (`max_retries`). A per-target timeout is answered as 524
+//!    `target_timeout`; a generic 400 leaves the target at once ([`outcome`]); a "too many
+//!    tools" 400 records the provider's limit for the model, and a later request above it
+//!    skips the target before step 1's breaker gate ([`tool_limit`]).
 //! 6. **release**: the guards. Permits and the probe lease are released when their owners
 //!    drop, on every path, including a cancelled request; [`release`] ends a target with its
 //!    skip reason.
@@ -27,6 +30,7 @@ mod fence;
 mod outcome;
 mod permits;
 pub mod retry;
+mod tool_limit;
 mod trace;
 
 #[cfg(test)]
@@ -59,6 +63,9 @@ pub struct RequestCtx {
     pub target_timeout_ms: Millis,
     /// Connections that failed or were saturated in this pass.
     pub excluded: Vec<usize>,
+    /// The in-request exhaustion set: connections whose failure (401/403, a spent quota, a
+    /// terminal state) holds for the rest of this request, across passes.
+    pub exhausted: Vec<usize>,
     pub report: Report,
     /// A combo's extra rounds per target (`max_retries`; 0 for direct requests).
     pub max_retries: u32,
@@ -126,6 +133,11 @@ pub async fn run_target(
             return Ok(None);
         }
     };
+    if let Some(limit) = ctx.provider.tool_limit(&ctx.model)
+        && tool_limit::tool_count(&req.body.raw) > limit as usize
+    {
+        return Ok(release(ctx, rc, TargetSkip::ToolLimit { limit }));
+    }
     match eligibility::breaker_gate(rt, &ctx.provider).await {
         Step::Go(probe) => ctx.probe = probe,
         Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
@@ -175,7 +187,9 @@ pub async fn run_target(
             }
             attempt::Attempted::Failed(failure) => {
                 drop(permits);
-                let next = outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure)
+                let timed_out =
+                    attempt::target_timed_out(&failure, rc.target_timeout_ms, dispatched, rt);
+                let next = outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure, timed_out)
                     .instrument(span.clone())
                     .await;
                 trace::next(&span, &next);

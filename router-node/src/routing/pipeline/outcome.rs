@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
+use switchyard_shared::admission::ConnectionBlock;
 use switchyard_shared::breaker::BreakerView;
+use switchyard_shared::classify::Classification;
+use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::outcome::RetryClass;
 use switchyard_shared::strategy::stable_hash;
 
@@ -13,7 +16,7 @@ use super::{Next, Permits, RequestCtx, TargetCtx};
 use crate::actors::ConnHandle;
 use crate::actors::{self, Admitted};
 use crate::routing::dispatch::{RouteRequest, Routed, RoutedBody};
-use crate::routing::report::TargetSkip;
+use crate::routing::report::{TargetSkip, UpstreamFailure};
 use crate::routing::{observe, terminal};
 use crate::runtime::RoutingTable;
 use crate::upstream::AttemptFailure;
@@ -81,6 +84,7 @@ pub async fn on_failure(
     rc: &mut RequestCtx,
     conn: &Arc<ConnHandle>,
     failure: &AttemptFailure,
+    target_timed_out: bool,
 ) -> Next {
     // A probe is used once: later attempts on this target go through the breaker again.
     let probe = ctx.probe.take();
@@ -105,16 +109,47 @@ pub async fn on_failure(
         request_scoped: judged.classification.request_scoped,
         block: judged.failure.block,
     });
-    rc.report.record_failure(judged.failure);
+    if judged.classification.is_tool_limit() {
+        super::tool_limit::learn(req, ctx, failure);
+    }
+    let mut upstream = judged.failure;
+    if target_timed_out {
+        // The reference's synthetic 524: the target took longer than the combo allows.
+        upstream.status = Some(TARGET_TIMEOUT_STATUS);
+        upstream.code = Some("target_timeout".to_owned());
+        upstream.message = "the target did not answer within the combo's timeout_ms".to_owned();
+    }
+    if exhausts(&judged.classification, &upstream) {
+        rc.exhausted.push(conn.idx);
+    }
+    rc.report.record_failure(upstream);
     let retryable = judged.classification.should_fallback
         && judged.classification.retry != RetryClass::NotRetryable;
-    if !retryable {
+    if !retryable || (judged.classification.next_target_only() && !rc.is_combo) {
         return Next::Fail(terminal::upstream_error(&rc.report));
     }
     rt.metrics.fallback(judged.classification.reason);
-    rc.excluded.push(conn.idx);
     ctx.fallback = true;
+    if judged.classification.next_target_only() {
+        // A generic 400: the target's other connections would get the same input. The
+        // connection itself is fine: another model of its provider may take the request.
+        return Next::Skip(TargetSkip::Failed);
+    }
+    rc.excluded.push(conn.idx);
     readmit(rt, ctx, was_probe).await
+}
+
+/// The status of a per-target timeout (the reference's synthetic 524).
+pub const TARGET_TIMEOUT_STATUS: u16 = 524;
+
+/// Whether a failure puts its connection in the request's exhaustion set (the reference's
+/// in-request exhaustion): a rejected credential (401/403), a spent quota, or a terminal
+/// state keeps the connection out for the rest of the request, even after a cooldown wait.
+pub fn exhausts(c: &Classification, failure: &UpstreamFailure) -> bool {
+    !c.request_scoped
+        && (matches!(failure.status, Some(401 | 403))
+            || c.reason == FailureReason::QuotaExhausted
+            || matches!(failure.block, Some(ConnectionBlock::Terminal(_))))
 }
 
 /// Whether the target may go on after a failure. After a failed probe the snapshot still

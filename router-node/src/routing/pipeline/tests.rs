@@ -129,11 +129,12 @@ async fn pick_connection_says_why_nothing_is_left() {
     };
     assert!(first.id.starts_with("p-"));
 
-    // Every connection excluded: blocked (by nothing the snapshots say).
+    // Every connection failed earlier in this request (on another target): the in-request
+    // exhaustion, not a block the snapshots show.
     rc.excluded = vec![0, 1];
     assert!(matches!(
         eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
-        Step::Skip(TargetSkip::Blocked { .. })
+        Step::Skip(TargetSkip::RequestExhaustion)
     ));
     // After a failure on this target: the target failed.
     rc.report.last_failure = Some(UpstreamFailure {
@@ -295,7 +296,16 @@ async fn a_retryable_failure_retries_elsewhere_and_a_client_error_fails() {
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
     let mut rc = rc(30);
     let p1 = conn(&rt, "p-1");
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &upstream_failure(429)).await;
+    let next = outcome::on_failure(
+        &rt,
+        &req,
+        &mut ctx,
+        &mut rc,
+        &p1,
+        &upstream_failure(429),
+        false,
+    )
+    .await;
     assert!(matches!(next, Next::Retry), "{next:?}");
     assert_eq!(rc.excluded, vec![p1.idx]);
     assert!(ctx.fallback);
@@ -305,7 +315,16 @@ async fn a_retryable_failure_retries_elsewhere_and_a_client_error_fails() {
     );
 
     let p2 = conn(&rt, "p-2");
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p2, &upstream_failure(400)).await;
+    let next = outcome::on_failure(
+        &rt,
+        &req,
+        &mut ctx,
+        &mut rc,
+        &p2,
+        &upstream_failure(400),
+        false,
+    )
+    .await;
     let Next::Fail(e) = next else {
         panic!("a 400 is the client's: {next:?}");
     };
@@ -325,7 +344,16 @@ async fn a_failed_probe_settles_its_lease_and_leaves_the_target() {
     let mut rc = rc(30);
     let p1 = conn(&rt, "p-1");
     // A server error is the provider's: the probe failed, the breaker reopens.
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &upstream_failure(500)).await;
+    let next = outcome::on_failure(
+        &rt,
+        &req,
+        &mut ctx,
+        &mut rc,
+        &p1,
+        &upstream_failure(500),
+        false,
+    )
+    .await;
     assert!(matches!(next, Next::Skip(TargetSkip::Failed)), "{next:?}");
     assert!(ctx.probe.is_none());
     assert_eq!(probes_in_flight(&rt).await, 0);
@@ -350,7 +378,16 @@ async fn an_ignored_probe_failure_hands_the_lease_on_to_the_next_connection() {
     let p1 = conn(&rt, "p-1");
     // A connection's 429 says nothing about the provider: the lease goes back and the next
     // connection goes as a new probe.
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &upstream_failure(429)).await;
+    let next = outcome::on_failure(
+        &rt,
+        &req,
+        &mut ctx,
+        &mut rc,
+        &p1,
+        &upstream_failure(429),
+        false,
+    )
+    .await;
     assert!(matches!(next, Next::Retry), "{next:?}");
     let second = ctx.probe.as_ref().and_then(|p| p.generation());
     assert!(second.is_some() && second != first);
@@ -391,4 +428,89 @@ async fn a_successful_probe_settles_its_lease_and_closes_the_breaker() {
     assert_eq!(rt.providers[0].breaker.load().view, BreakerView::Closed);
     drop(routed);
     assert_eq!(p1.inflight.load(Ordering::Acquire), 0);
+}
+
+fn failure_with_body(status: u16, body: &str) -> AttemptFailure {
+    AttemptFailure {
+        body: body.to_owned(),
+        ..upstream_failure(status)
+    }
+}
+
+#[actix_rt::test]
+async fn a_generic_400_moves_a_combo_to_its_next_target_and_a_body_specific_one_stops_it() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let p1 = conn(&rt, "p-1");
+    let generic = failure_with_body(400, r#"{"error":{"message":"no such thing here"}}"#);
+    let body_specific = failure_with_body(400, r#"{"error":{"message":"invalid prompt"}}"#);
+
+    // A combo: the generic 400 leaves the target at once, its other connection untried.
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let mut combo = RequestCtx {
+        is_combo: true,
+        ..rc(30)
+    };
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut combo, &p1, &generic, false).await;
+    assert!(matches!(next, Next::Skip(TargetSkip::Failed)), "{next:?}");
+    assert!(
+        combo.excluded.is_empty(),
+        "the connection stays usable for the provider's other models"
+    );
+    let next =
+        outcome::on_failure(&rt, &req, &mut ctx, &mut combo, &p1, &body_specific, false).await;
+    let Next::Fail(e) = next else {
+        panic!("a body-specific 400 stops the combo: {next:?}");
+    };
+    assert_eq!(e.status.as_u16(), 400);
+
+    // A direct request answers with the generic 400 as it is.
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let mut direct = rc(30);
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut direct, &p1, &generic, false).await;
+    assert!(matches!(next, Next::Fail(_)), "{next:?}");
+}
+
+#[actix_rt::test]
+async fn a_target_timeout_is_answered_as_524_and_auth_failures_exhaust_the_connection() {
+    let rt = runtime("http://127.0.0.1:9/v1", 30);
+    let req = request(ClientFormat::OpenAiChat, CHAT);
+    let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
+    let mut rc = RequestCtx {
+        is_combo: true,
+        ..rc(30)
+    };
+    let p1 = conn(&rt, "p-1");
+    let timeout = AttemptFailure {
+        status: None,
+        transport: Some(switchyard_shared::classify::TransportFailure::Timeout),
+        ..AttemptFailure::default()
+    };
+    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &timeout, true).await;
+    assert!(matches!(next, Next::Retry), "{next:?}");
+    let last = rc.report.last_failure.clone().unwrap();
+    assert_eq!(last.status, Some(outcome::TARGET_TIMEOUT_STATUS));
+    assert_eq!(last.code.as_deref(), Some("target_timeout"));
+    let e = crate::routing::terminal::upstream_error(&rc.report);
+    assert_eq!(
+        (e.status.as_u16(), e.code.as_str()),
+        (524, "target_timeout")
+    );
+    assert!(
+        rc.exhausted.is_empty(),
+        "a timeout is not for the whole request"
+    );
+
+    let p2 = conn(&rt, "p-2");
+    let _ = outcome::on_failure(
+        &rt,
+        &req,
+        &mut ctx,
+        &mut rc,
+        &p2,
+        &upstream_failure(401),
+        false,
+    )
+    .await;
+    assert_eq!(rc.exhausted, vec![p2.idx], "a 401 exhausts its connection");
 }
