@@ -32,6 +32,8 @@ const EVENT_BUFFER: usize = 4096;
 
 /// Runs the subscriber and applies what it delivers until the process ends.
 pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
+    // A restarted task is not subscribed until its own subscriber says so.
+    cluster.sync.set_subscribed(false);
     let channel = cluster.store.keys().events_channel();
     let (mut rx, handle) = Subscriber::spawn(cluster.store.client().clone(), channel, EVENT_BUFFER);
     let mut reconcile = tokio::time::interval(RECONCILE_INTERVAL);
