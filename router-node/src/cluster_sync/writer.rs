@@ -65,6 +65,19 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
     }
 }
 
+/// A change being written when the writer dies in a panic is settled as unwritten, so the
+/// connection is not held back from adopting Redis's record for good (its `pending` count
+/// would never drop otherwise).
+struct Unsettled<'a>(&'a Cluster, &'a LocalChange);
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.unwritten(self.1);
+        }
+    }
+}
+
 /// The writer's test hook: proves that supervision restarts a writer that died.
 #[allow(clippy::panic)]
 fn injected_panic() {
@@ -148,6 +161,7 @@ async fn execute(
     runtime: &RuntimeSource,
     stamped: &Stamped,
 ) -> Result<Option<u64>, StoreError> {
+    let _unsettled = Unsettled(cluster, &stamped.change);
     let store = &cluster.store;
     let waited = wall_ms().saturating_sub(stamped.wall_ms);
     let at = stamped.wall_ms;

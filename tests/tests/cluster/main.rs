@@ -14,5 +14,6 @@ mod operator;
 mod outage;
 mod probe;
 mod settings;
+mod supervision;
 mod sync;
 mod throughput;
