@@ -103,6 +103,11 @@ async fn on_message(cluster: &Cluster, runtime: &RuntimeSource, bytes: &[u8]) {
             }
             remote::apply_event(&rt, &envelope.event)
         }
+        WireEvent::CooldownEased { .. } => {
+            let local =
+                remote::on_local_clock(envelope.event.clone(), envelope.origin_ts_ms, wall_ms());
+            remote::apply_event(&rt, &local)
+        }
         other => remote::apply_event(&rt, other),
     };
     match result {

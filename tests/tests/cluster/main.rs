@@ -8,6 +8,7 @@ mod support;
 
 mod breaker;
 mod caps;
+mod clock;
 mod heal;
 mod leases;
 mod operator;
