@@ -11,6 +11,7 @@ mod caps;
 mod clock;
 mod heal;
 mod leases;
+mod members;
 mod operator;
 mod outage;
 mod probe;
