@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acl;
 mod breaker;
 mod caps;
 mod clock;
