@@ -35,7 +35,12 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
     // A restarted task is not subscribed until its own subscriber says so.
     cluster.sync.set_subscribed(false);
     let channel = cluster.store.keys().events_channel();
-    let (mut rx, handle) = Subscriber::spawn(cluster.store.client().clone(), channel, EVENT_BUFFER);
+    // In sentinel mode the client must name the current master, so it is resolved first.
+    let (mut rx, mut handle) = Subscriber::spawn(
+        cluster.store.pubsub_client().await,
+        channel.clone(),
+        EVENT_BUFFER,
+    );
     let mut reconcile = tokio::time::interval(RECONCILE_INTERVAL);
     reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported_drops = 0;
@@ -60,6 +65,18 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
             _ = reconcile.tick() => {
                 if cluster.sync.subscribed() {
                     resync_logged(&cluster, &runtime()).await;
+                } else if cluster.store.is_sentinel() {
+                    // The subscriber keeps reconnecting to the server it was built for, which
+                    // after a failover is the old master: build it again for the master the
+                    // sentinel names now.
+                    let (new_rx, new_handle) = Subscriber::spawn(
+                        cluster.store.pubsub_client().await,
+                        channel.clone(),
+                        EVENT_BUFFER,
+                    );
+                    rx = new_rx;
+                    handle = new_handle;
+                    reported_drops = 0;
                 }
                 let drops = handle.dropped();
                 for _ in reported_drops..drops {

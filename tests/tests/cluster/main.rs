@@ -16,6 +16,7 @@ mod members;
 mod operator;
 mod outage;
 mod probe;
+mod sentinel;
 mod settings;
 mod supervision;
 mod sync;
