@@ -57,13 +57,29 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-redis" (include "switchyard.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The Redis URL written into the config; a Secret may override it in the pods. */}}
+{{/* The Redis URL written into the config (never with a password); a Secret, or the ACL
+password, makes the pods' SWITCHYARD_REDIS_URL override it. */}}
 {{- define "switchyard.redisUrl" -}}
+{{- $sentinel := and .Values.redis.sentinel.masterName (gt (len .Values.redis.sentinel.hosts) 0) -}}
+{{- if and (or .Values.redis.sentinel.masterName .Values.redis.sentinel.hosts) (not $sentinel) -}}
+{{- fail "redis.sentinel: set both hosts and masterName" -}}
+{{- end -}}
 {{- $external := or .Values.redis.url .Values.redis.existingSecret -}}
+{{- if and $sentinel (or $external .Values.redis.bundled.enabled) -}}
+{{- fail "redis: set redis.sentinel or redis.url / redis.existingSecret or redis.bundled.enabled, only one" -}}
+{{- end -}}
 {{- if and $external .Values.redis.bundled.enabled -}}
 {{- fail "redis: set either redis.url / redis.existingSecret (external Redis) or redis.bundled.enabled=true (trials only), not both" -}}
 {{- end -}}
-{{- if .Values.redis.url -}}
+{{- if and .Values.redis.acl.username .Values.redis.existingSecret -}}
+{{- fail "redis.acl: with redis.existingSecret put the user and password in that URL instead" -}}
+{{- end -}}
+{{- if and .Values.redis.acl.username (not .Values.redis.acl.existingSecret) -}}
+{{- fail "redis.acl: set acl.existingSecret (the user's password) with acl.username" -}}
+{{- end -}}
+{{- if $sentinel -}}
+{{- printf "%s://%s/%s/%d" (ternary "rediss+sentinel" "redis+sentinel" .Values.redis.sentinel.tls) (join "," .Values.redis.sentinel.hosts) .Values.redis.sentinel.masterName (int64 .Values.redis.sentinel.db) -}}
+{{- else if .Values.redis.url -}}
 {{- .Values.redis.url -}}
 {{- else if .Values.redis.bundled.enabled -}}
 {{- printf "redis://%s.%s.svc:6379/0" (include "switchyard.redisName" .) .Release.Namespace -}}
@@ -71,8 +87,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- /* Placeholder for the config check; SWITCHYARD_REDIS_URL from the Secret replaces it. */ -}}
 redis://redis-url-from-secret:6379/0
 {{- else -}}
-{{- fail "redis: set redis.url or redis.existingSecret (an external Redis), or redis.bundled.enabled=true for a trial" -}}
+{{- fail "redis: set redis.url, redis.sentinel or redis.existingSecret (an external Redis), or redis.bundled.enabled=true for a trial" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The pods' Redis URL with the ACL user; Kubernetes expands $(SWITCHYARD_REDIS_ACL_PASSWORD)
+from the env var defined before it, so the password never appears in a manifest. */}}
+{{- define "switchyard.redisUrlWithAcl" -}}
+{{- $url := include "switchyard.redisUrl" . -}}
+{{- regexReplaceAll "^([a-z+]+)://" $url (printf "${1}://%s:$(SWITCHYARD_REDIS_ACL_PASSWORD)@" .Values.redis.acl.username) -}}
+{{- end -}}
+
+{{/* The ACL rule of the nodes' user (docs/cluster.md), without its password. */}}
+{{- define "switchyard.redisAclRule" -}}
+{{- $p := .Values.cluster.keyPrefix -}}
+{{- printf "resetkeys resetchannels ~%s* &%sevents -@all +@connection +@read +@write +@scripting +@pubsub +time +wait -@dangerous" $p $p -}}
 {{- end -}}
 
 {{/* terminationGracePeriodSeconds: preStop sleep + shutdown grace (rounded up) + margin. */}}
@@ -117,6 +146,15 @@ redis://redis-url-from-secret:6379/0
     secretKeyRef:
       name: {{ .Values.redis.existingSecret }}
       key: {{ .Values.redis.existingSecretKey }}
+{{- end }}
+{{- if .Values.redis.acl.username }}
+- name: SWITCHYARD_REDIS_ACL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.acl.existingSecret }}
+      key: {{ .Values.redis.acl.passwordKey }}
+- name: SWITCHYARD_REDIS_URL
+  value: {{ include "switchyard.redisUrlWithAcl" . | quote }}
 {{- end }}
 {{- end -}}
 

@@ -14,10 +14,17 @@
 //! [`MAX_RESTARTS_PER_WINDOW`] times per [`RESTART_WINDOW`]. A child that was dropped without a
 //! panic is not restarted: that only happens when its arbiter shuts down, and restarting then
 //! would loop.
+//!
+//! The breaker actor itself is restarted the same way: its [`Keeper`] (dropped with the actor)
+//! notices a panic and starts a new actor on the same arbiter after a backoff, from the last
+//! breaker state it published, and swaps the provider's address. The new actor takes over the
+//! connection actors that outlived the old one ([`Resupervise`]) and starts those that did not.
+//! Without this a provider whose breaker actor died would stay OPEN for good. Restarts are
+//! recorded in [`super::supervision`] as task `breaker:<provider>`.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::dev::channel::AddressReceiver;
@@ -32,10 +39,11 @@ use super::change::{LocalChange, StatePublisher, breaker_params};
 use super::connection::ConnectionActor;
 use super::messages::{
     AdmitProbe, ApplyRemoteBreaker, ApplySettings, BreakerObserve, ChildStopped,
-    ConnectionTestPassed, GetBreaker, GetBreakerStatus, GetTransitionCount, ReleaseProbe,
-    ResetBreaker, Retire, SetConnParams,
+    ConnectionTestPassed, GetBreaker, GetBreakerStatus, GetTransitionCount, InjectPanic,
+    ReleaseProbe, ResetBreaker, Resupervise, Retire, SetConnParams,
 };
 use super::params::ConnActorParams;
+use super::supervision;
 use crate::actors::{BreakerSnapshot, ConnHandle, ProviderHandle};
 use switchyard_shared::breaker::BreakerState;
 use switchyard_shared::outcome::BreakerOutcome;
@@ -89,6 +97,110 @@ impl Child {
     }
 }
 
+/// What a restarted breaker actor is rebuilt from: the last published breaker and the
+/// children's current parameters.
+struct Recovery {
+    breaker: Breaker,
+    children: Vec<(Arc<ConnHandle>, ConnActorParams)>,
+    cluster_generation: u64,
+    /// Deaths in the current burst (a quiet [`RESTART_WINDOW`] starts a new one).
+    recent: u32,
+    last_death: Option<Instant>,
+}
+
+/// Restarts its breaker actor when the actor is dropped while panicking (a normal stop, e.g.
+/// a runtime retired by a config reload, restarts nothing).
+struct Keeper {
+    provider: Arc<ProviderHandle>,
+    stats: Arc<ActorStats>,
+    recovery: Arc<Mutex<Recovery>>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            restart_later(
+                self.provider.clone(),
+                self.stats.clone(),
+                self.recovery.clone(),
+            );
+        }
+    }
+}
+
+fn task_name(provider: &str) -> String {
+    format!("breaker:{provider}")
+}
+
+/// Starts a new breaker actor for `provider` on the current arbiter after the backoff.
+fn restart_later(
+    provider: Arc<ProviderHandle>,
+    stats: Arc<ActorStats>,
+    recovery: Arc<Mutex<Recovery>>,
+) {
+    let task = task_name(&provider.id);
+    let delay = match recovery.lock() {
+        Ok(mut r) => {
+            let now = Instant::now();
+            if r.last_death
+                .is_some_and(|at| now.duration_since(at) >= RESTART_WINDOW)
+            {
+                r.recent = 0;
+            }
+            let delay = supervision::backoff(r.recent);
+            r.recent = r.recent.saturating_add(1);
+            r.last_death = Some(now);
+            delay
+        }
+        Err(_) => supervision::backoff(0),
+    };
+    supervision::died(&task, "panic in a handler", wall_ms());
+    let Some(arbiter) = actix::Arbiter::try_current() else {
+        tracing::error!(
+            provider = &*provider.id,
+            "breaker actor died outside an arbiter; not restarted"
+        );
+        return;
+    };
+    let id = provider.id.clone();
+    let spawned = arbiter.spawn(async move {
+        tokio::time::sleep(delay).await;
+        let Ok(r) = recovery
+            .lock()
+            .map(|r| (r.breaker.clone(), r.children.clone(), r.cluster_generation))
+        else {
+            return;
+        };
+        let (breaker, children, cluster_generation) = r;
+        let profile = *breaker.profile();
+        let mut actor = ProviderBreakerActor::new(provider.clone(), profile, stats)
+            .with_breaker(breaker, profile);
+        actor.cluster_generation = cluster_generation;
+        actor.recovery = Some(recovery);
+        for (handle, params) in children {
+            actor = actor.with_child(handle, params, None);
+        }
+        let addr = actor.start();
+        provider.actor.replace(addr);
+        tracing::warn!(
+            provider = &*provider.id,
+            "restarted breaker actor after a panic"
+        );
+    });
+    if !spawned {
+        tracing::error!(
+            provider = &*id,
+            "breaker actor's arbiter is gone; not restarted"
+        );
+    }
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Owner of one provider's breaker; supervisor of its connection actors.
 pub struct ProviderBreakerActor {
     provider: Arc<ProviderHandle>,
@@ -102,6 +214,11 @@ pub struct ProviderBreakerActor {
     cluster: Option<Arc<dyn StatePublisher>>,
     /// The newest cluster breaker generation applied; older transitions are stale.
     cluster_generation: u64,
+    /// Set on a restarted actor (it adopts the children that outlived its predecessor), and
+    /// by `started` on a first one.
+    recovery: Option<Arc<Mutex<Recovery>>>,
+    /// Restarts this actor if it dies in a panic (declared last: dropped after the state).
+    _keeper: Option<Keeper>,
 }
 
 impl ProviderBreakerActor {
@@ -120,6 +237,21 @@ impl ProviderBreakerActor {
             transitions: 0,
             stopping: false,
             cluster_generation: 0,
+            recovery: None,
+            _keeper: None,
+        }
+    }
+
+    /// Keeps what a restart would need in step with this actor.
+    fn remember(&self) {
+        if let Some(Ok(mut r)) = self.recovery.as_ref().map(|r| r.lock()) {
+            r.breaker = self.breaker.clone();
+            r.cluster_generation = self.cluster_generation;
+            r.children = self
+                .children
+                .iter()
+                .map(|c| (c.handle.clone(), c.params.clone()))
+                .collect();
         }
     }
 
@@ -183,6 +315,7 @@ impl ProviderBreakerActor {
             // Embedded mode with a state directory: an open breaker survives a restart.
             crate::actors::persist::record_breaker(&self.provider.id, &next);
             self.provider.breaker.store(Arc::new(next));
+            self.remember();
         }
     }
 }
@@ -193,13 +326,45 @@ impl Actor for ProviderBreakerActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(BREAKER_MAILBOX_CAPACITY);
         let supervisor: Recipient<ChildStopped> = ctx.address().recipient();
+        let restarted = self.recovery.is_some();
         for child in &mut self.children {
+            if restarted
+                && let Some(addr) = child.handle.actor.load_full()
+                && addr.connected()
+            {
+                // It outlived the previous breaker actor: supervise it from now on.
+                child.incarnation += 1;
+                addr.do_send(Resupervise {
+                    supervisor: supervisor.clone(),
+                    incarnation: child.incarnation,
+                });
+                child.addr = Some((*addr).clone());
+                continue;
+            }
             let had_mailbox = child.mailbox.is_some();
             let addr = child.start(supervisor.clone(), self.cluster.clone());
             if !had_mailbox {
                 child.handle.actor.store(Some(Arc::new(addr)));
             }
         }
+        if self.recovery.is_none() {
+            self.recovery = Some(Arc::new(Mutex::new(Recovery {
+                breaker: self.breaker.clone(),
+                children: Vec::new(),
+                cluster_generation: self.cluster_generation,
+                recent: 0,
+                last_death: None,
+            })));
+            self.remember();
+        }
+        if let Some(recovery) = &self.recovery {
+            self._keeper = Some(Keeper {
+                provider: self.provider.clone(),
+                stats: self.stats.clone(),
+                recovery: recovery.clone(),
+            });
+        }
+        supervision::running(&task_name(&self.provider.id));
     }
 
     fn stopping(&mut self, _: &mut Self::Context) -> Running {
@@ -326,6 +491,7 @@ impl Handler<ApplySettings> for ProviderBreakerActor {
                 told += 1;
             }
         }
+        self.remember();
         tracing::info!(
             provider = &*self.provider.id,
             connections = told,
@@ -426,6 +592,24 @@ impl Handler<ChildStopped> for ProviderBreakerActor {
             connection,
             incarnation = child.incarnation,
             "restarted connection actor after a panic"
+        );
+    }
+}
+
+impl Handler<InjectPanic> for ProviderBreakerActor {
+    type Result = ();
+
+    // Panicking is the whole point of this test hook: it proves that a breaker actor that died
+    // in a handler is restarted with its state.
+    #[allow(clippy::panic)]
+    fn handle(&mut self, _: InjectPanic, _: &mut Self::Context) {
+        // A second panic while the dead actor's mailbox is drained would abort the process.
+        if std::thread::panicking() {
+            return;
+        }
+        panic!(
+            "injected panic in the breaker actor of provider {}",
+            self.provider.id
         );
     }
 }

@@ -26,8 +26,8 @@ use switchyard_shared::lockout::{LockoutScope, LockoutTable, ModelRef};
 use super::change::{LocalChange, StatePublisher, failure_reason_of, lock_target_name};
 use super::messages::{
     ApplyRemote, ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic,
-    ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, Retire, SetConnParams,
-    SetRateLimitProtection,
+    ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, Resupervise, Retire,
+    SetConnParams, SetRateLimitProtection,
 };
 use super::params::ConnActorParams;
 use crate::actors::{ConnHandle, ConnSnapshot};
@@ -465,6 +465,19 @@ impl Handler<Retire> for ConnectionActor {
 
     fn handle(&mut self, _: Retire, ctx: &mut Self::Context) {
         ctx.stop();
+    }
+}
+
+impl Handler<Resupervise> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Resupervise, _: &mut Self::Context) {
+        // The old notice goes to the dead supervisor's closed mailbox: a no-op.
+        self._death_notice = Some(DeathNotice {
+            supervisor: msg.supervisor,
+            conn_idx: self.handle.idx,
+            incarnation: msg.incarnation,
+        });
     }
 }
 

@@ -142,6 +142,15 @@ pub struct SetConnParams(pub super::params::ConnActorParams);
 #[rtype(result = "()")]
 pub struct InjectPanic;
 
+/// A restarted breaker actor takes over supervision of a connection actor that outlived the
+/// previous one: its death notice goes to `supervisor` as `incarnation` from now on.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Resupervise {
+    pub supervisor: actix::Recipient<ChildStopped>,
+    pub incarnation: u64,
+}
+
 /// Run the periodic lockout pruning now, at `at`; returns how many entries were dropped. The
 /// connection actor also does this on its own timer.
 #[derive(Debug, Clone, Copy, Message)]

@@ -14,6 +14,8 @@
 //! messages off the success path also keeps actix (in passive maintenance) replaceable: only
 //! this module knows it.
 //!
+//! - [`supervision`]: the record of every supervised task and actor (restarts, backoff); the
+//!   breaker actors are restarted after a panic by their own keeper, see `breaker`.
 //! - [`handles`]: what the actors publish and the request path reads.
 //! - [`change`]: what the actors hand to the cluster, through the narrow
 //!   [`StatePublisher`](change::StatePublisher) they are given (so this layer never depends
@@ -27,6 +29,7 @@ pub mod messages;
 mod params;
 pub mod persist;
 mod probe;
+pub mod supervision;
 
 #[cfg(test)]
 mod tests;

@@ -95,11 +95,7 @@ fn conn_addr(conn: &ConnHandle) -> Addr<ConnectionActor> {
 }
 
 fn breaker_addr(provider: &ProviderHandle) -> Addr<ProviderBreakerActor> {
-    provider
-        .actor
-        .get()
-        .cloned()
-        .expect("breaker actor address")
+    provider.actor.get().expect("breaker actor address")
 }
 
 fn model_ref() -> ModelRef<'static> {
@@ -533,6 +529,74 @@ async fn panicked_connection_actor_is_restarted_with_its_state() {
     assert!(observe(&node.conn, rate_limited(80_000, 2_000)));
     eventually("failure applied", || epoch(&node.conn) == 3).await;
     assert_eq!(node.conn.load().cooldown_remaining(80_000), 2_000);
+}
+
+#[actix_rt::test]
+async fn panicked_breaker_actor_is_restarted_with_its_state_and_keeps_supervising() {
+    let mut settings = ResilienceSettings::default();
+    settings.provider_breaker.apikey.reset_timeout_ms = 1_000;
+    let node = start(&settings);
+    for i in 0..12 {
+        assert!(observe_breaker(
+            &node.provider,
+            &node.stats,
+            transient(10_000 + i)
+        ));
+    }
+    let old = breaker_addr(&node.provider);
+    let status = old
+        .send(GetBreakerStatus { at: 10_011 })
+        .await
+        .expect("reply");
+    assert_eq!(status.state, BreakerState::Open);
+    let child = conn_addr(&node.conn);
+    let before = supervision::snapshot()
+        .into_iter()
+        .find(|t| t.task == "breaker:acme")
+        .map_or(0, |t| t.restarts);
+
+    old.do_send(InjectPanic);
+    eventually("a new breaker address", || {
+        breaker_addr(&node.provider) != old
+    })
+    .await;
+    let record = supervision::snapshot()
+        .into_iter()
+        .find(|t| t.task == "breaker:acme")
+        .expect("recorded");
+    assert_eq!(record.restarts, before + 1);
+    assert!(record.running);
+
+    // The breaker is still OPEN (its state survived) and closes through its probe.
+    let new = breaker_addr(&node.provider);
+    let status = new
+        .send(GetBreakerStatus { at: 10_500 })
+        .await
+        .expect("reply");
+    assert_eq!(status.state, BreakerState::Open);
+    let Admission::Probe { generation } = new.send(AdmitProbe { at: 11_011 }).await.expect("reply")
+    else {
+        panic!("the restarted breaker admits its probe after the reset timeout");
+    };
+    observe_breaker(
+        &node.provider,
+        &node.stats,
+        BreakerObserve {
+            generation: Some(generation),
+            outcome: BreakerOutcome::Success,
+            at: 11_100,
+        },
+    );
+    eventually("closed", || {
+        node.provider.breaker.load().view == BreakerView::Closed
+    })
+    .await;
+
+    // The connection actor outlived the old breaker; the new one supervises it.
+    assert_eq!(conn_addr(&node.conn), child);
+    child.do_send(InjectPanic);
+    eventually("the child restarted", || conn_addr(&node.conn) != child).await;
+    assert_eq!(node.stats.restarts.load(Ordering::Relaxed), 1);
 }
 
 #[actix_rt::test]

@@ -195,7 +195,25 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
             "restartsExhausted": rt.actor_stats.restarts_exhausted.load(Ordering::Relaxed),
             "droppedObservations": dropped,
         },
+        "supervision": supervision(),
         "settingsWarnings": rt.settings_warnings.len(),
     });
     Ok(HttpResponse::Ok().json(body))
+}
+
+/// Every supervised task and actor: restarts, the last one's reason and time, and whether it
+/// runs now (a task that died waits for its restart's backoff).
+fn supervision() -> Vec<Value> {
+    crate::actors::supervision::snapshot()
+        .into_iter()
+        .map(|t| {
+            json!({
+                "task": t.task,
+                "restarts": t.restarts,
+                "lastRestartReason": t.last_reason,
+                "lastRestartAt": t.last_restart_ms,
+                "running": t.running,
+            })
+        })
+        .collect()
 }

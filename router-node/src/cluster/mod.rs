@@ -80,7 +80,11 @@ pub struct Cluster {
     /// Connection record versions: what a resync may adopt.
     pub versions: ConnVersions,
     writer_tx: mpsc::Sender<Stamped>,
-    writer_rx: Mutex<Option<mpsc::Receiver<Stamped>>>,
+    /// Held by the running writer; a restarted writer takes it again (an async mutex: a
+    /// writer that panicked releases it while unwinding, the queue survives).
+    writer_rx: tokio::sync::Mutex<Option<mpsc::Receiver<Stamped>>>,
+    /// Test hook: the writer panics at its next turn.
+    writer_panic: AtomicBool,
     replay: Mutex<ReplayQueue<Stamped>>,
     /// Local probe generation → cluster probe generation, per provider.
     probes: Mutex<HashMap<(Arc<str>, u64), u64>>,
@@ -99,6 +103,8 @@ pub struct SyncState {
     pub settings_version: AtomicU64,
     /// Sequence number of this node's next event.
     seq: AtomicU64,
+    /// Supervised cluster tasks that died and wait for their restart.
+    tasks_down: AtomicU32,
     /// Wall clock of the last completed resync (epoch ms, 0 = never).
     pub last_resync_ms: AtomicU64,
     /// The settings document (JSON) of the version this node last applied or wrote: the base
@@ -145,6 +151,20 @@ impl SyncState {
         {
             *b = Some((version, doc));
         }
+    }
+
+    /// A supervised task died (`true`) or was restarted (`false`).
+    pub(crate) fn task_down(&self, down: bool) {
+        if down {
+            self.tasks_down.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.tasks_down.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether every supervised cluster task runs.
+    pub fn tasks_running(&self) -> bool {
+        self.tasks_down.load(Ordering::Relaxed) == 0
     }
 
     pub(crate) fn next_seq(&self) -> u64 {
@@ -195,7 +215,8 @@ impl Cluster {
             sync: SyncState::default(),
             versions: ConnVersions::default(),
             writer_tx,
-            writer_rx: Mutex::new(Some(writer_rx)),
+            writer_rx: tokio::sync::Mutex::new(Some(writer_rx)),
+            writer_panic: AtomicBool::new(false),
             replay: Mutex::new(ReplayQueue::new(REPLAY_CAPACITY)),
             probes: Mutex::new(HashMap::new()),
             probe_denied: Mutex::new(HashMap::new()),
@@ -212,10 +233,22 @@ impl Cluster {
         self.sync.live_nodes()
     }
 
-    /// Whether the node serves on local state only: Redis is not up, or the event stream is
-    /// not subscribed (changes from peers would not arrive).
+    /// Whether the node serves on local state only: Redis is not up, the event stream is not
+    /// subscribed (changes from peers would not arrive), or a cluster task died and waits for
+    /// its restart (the writer's changes would only queue).
     pub fn degraded(&self) -> bool {
-        self.store.state() != RedisState::Up || !self.sync.subscribed()
+        self.store.state() != RedisState::Up
+            || !self.sync.subscribed()
+            || !self.sync.tasks_running()
+    }
+
+    /// Test hook: makes the writer panic at its next turn.
+    pub fn inject_writer_panic(&self) {
+        self.writer_panic.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn take_writer_panic(&self) -> bool {
+        self.writer_panic.swap(false, Ordering::Relaxed)
     }
 
     /// Hands a local change to the writer without waiting. When the writer's queue is full the
@@ -315,9 +348,18 @@ impl Cluster {
         self.replay.lock().map_or(0, |q| q.len())
     }
 
-    /// The writer's receiving end; the first caller (the writer task) gets it.
+    /// The writer's receiving end, held for as long as the guard lives; `None` while another
+    /// writer runs.
+    pub(crate) fn writer_rx(
+        &self,
+    ) -> Option<tokio::sync::MutexGuard<'_, Option<mpsc::Receiver<Stamped>>>> {
+        self.writer_rx.try_lock().ok()
+    }
+
+    /// Takes the writer's receiving end away for good (tests: a writer that is gone).
+    #[cfg(test)]
     pub(crate) fn take_writer_rx(&self) -> Option<mpsc::Receiver<Stamped>> {
-        self.writer_rx.lock().ok().and_then(|mut rx| rx.take())
+        self.writer_rx.try_lock().ok().and_then(|mut rx| rx.take())
     }
 
     /// Remembers that local probe `local` of `provider` holds cluster probe `cluster_gen`.

@@ -3,11 +3,17 @@
 //! Why: the coordinator and operators see the cluster through these documents (JSON under a
 //! key with a TTL, readable with `redis-cli GET`), and cluster-wide caps fall back to
 //! `ceil(cap / live_nodes)` per node when Redis is gone, which needs the last known count.
+//!
+//! A dead node's id (its heartbeat key expired) is left in the node set for
+//! [`PRUNE_AFTER_TTLS`] × `node_ttl_ms`: the coordinator shows it `down` for `node_ttl_ms` and
+//! then its janitor removes it and frees its permits. Nodes prune only what is still there
+//! long after, so the set stays bounded when no coordinator runs. (They used to prune at once,
+//! within one heartbeat of the expiry, so the coordinator rarely saw a node down.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchyard_shared::store::NodeHeartbeat;
 
@@ -15,9 +21,37 @@ use super::RuntimeSource;
 use crate::cluster::{Cluster, wall_ms};
 use crate::runtime::Runtime;
 
+/// How many `node_ttl_ms` a dead node's id stays in the node set before a node prunes it.
+pub const PRUNE_AFTER_TTLS: u32 = 2;
+
+/// The dead ids to prune now: those seen dead for at least `grace`. `missing_since` remembers
+/// since when each id has been seen dead; ids no longer dead are forgotten, pruned ones too.
+pub fn overdue(
+    missing_since: &mut HashMap<String, Instant>,
+    dead: &[String],
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    missing_since.retain(|id, _| dead.contains(id));
+    let mut out = Vec::new();
+    for id in dead {
+        let since = *missing_since.entry(id.clone()).or_insert(now);
+        if now.duration_since(since) >= grace {
+            out.push(id.clone());
+        }
+    }
+    for id in &out {
+        missing_since.remove(id);
+    }
+    out
+}
+
 /// Writes a heartbeat every `heartbeat_interval_ms` and refreshes the live node count.
 pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource, started_at_ms: u64) {
     let every = Duration::from_millis(cluster.config.heartbeat_interval_ms.max(100));
+    let grace =
+        Duration::from_millis(cluster.config.node_ttl_ms.max(1)).saturating_mul(PRUNE_AFTER_TTLS);
+    let mut missing_since = HashMap::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -30,10 +64,14 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource, started_at_ms: u
             .heartbeat(&cluster.node_id, &doc, ttl)
             .await
             .is_ok()
-            && let Ok(nodes) = cluster.store.read_nodes().await
+            && let Ok((nodes, dead)) = cluster.store.read_membership().await
         {
             let live = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
             cluster.sync.set_live_nodes(live);
+            let prune = overdue(&mut missing_since, &dead, Instant::now(), grace);
+            if let Err(e) = cluster.store.prune_nodes(&prune).await {
+                tracing::debug!(error = %e, "cannot prune dead node ids");
+            }
         }
         cluster.metrics.set_degraded(cluster.degraded());
     }
@@ -78,5 +116,31 @@ pub fn heartbeat(cluster: &Cluster, rt: &Runtime, started_at_ms: u64) -> NodeHea
         connections,
         permits: BTreeMap::new(),
         settings_version: cluster.sync.settings_version.load(Ordering::Relaxed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_ids_are_pruned_only_after_the_grace() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(6);
+        let mut since = HashMap::new();
+        let dead = vec!["a".to_owned(), "b".to_owned()];
+        assert!(overdue(&mut since, &dead, t0, grace).is_empty());
+        assert!(overdue(&mut since, &dead[..1], t0 + Duration::from_secs(5), grace).is_empty());
+        // b came back (not dead any more): its clock restarts when it dies again.
+        assert_eq!(
+            overdue(&mut since, &dead, t0 + Duration::from_secs(6), grace),
+            vec!["a".to_owned()]
+        );
+        assert!(overdue(&mut since, &dead[1..], t0 + Duration::from_secs(11), grace).is_empty());
+        assert_eq!(
+            overdue(&mut since, &dead[1..], t0 + Duration::from_secs(12), grace),
+            vec!["b".to_owned()]
+        );
+        assert!(since.is_empty());
     }
 }

@@ -20,9 +20,16 @@ pub mod settings;
 pub mod sync;
 pub mod writer;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use crate::actors::supervision;
 use crate::cluster::{Cluster, wall_ms};
+
+/// A supervised task that ran this long before dying starts a new burst: its next restart
+/// waits the shortest backoff again.
+const QUIET_RUN: Duration = Duration::from_secs(60);
 
 /// Where the cluster tasks find the current runtime (it may be swapped by a config reload).
 pub type RuntimeSource = Arc<dyn Fn() -> Arc<crate::runtime::Runtime> + Send + Sync>;
@@ -31,13 +38,61 @@ pub type RuntimeSource = Arc<dyn Fn() -> Arc<crate::runtime::Runtime> + Send + S
 /// with its resyncs, and the heartbeat. Call once per process.
 pub fn start(cluster: &Arc<Cluster>, runtime: RuntimeSource) {
     let started_at_ms = wall_ms();
-    tokio::spawn(writer::run(cluster.clone(), runtime.clone()));
-    tokio::spawn(sync::run(cluster.clone(), runtime.clone()));
-    tokio::spawn(membership::run(cluster.clone(), runtime, started_at_ms));
+    let (c, r) = (cluster.clone(), runtime.clone());
+    tokio::spawn(supervise("cluster.writer", cluster.clone(), move || {
+        writer::run(c.clone(), r.clone())
+    }));
+    let (c, r) = (cluster.clone(), runtime.clone());
+    tokio::spawn(supervise("cluster.sync", cluster.clone(), move || {
+        sync::run(c.clone(), r.clone())
+    }));
+    let c = cluster.clone();
+    tokio::spawn(supervise(
+        "cluster.membership",
+        cluster.clone(),
+        move || membership::run(c.clone(), runtime.clone(), started_at_ms),
+    ));
     cluster.metrics.set_degraded(true);
     tracing::info!(
         node_id = %cluster.node_id,
         redis = %cluster.config.redis_url,
         "cluster mode: redis"
     );
+}
+
+/// Runs the task `make` builds, and builds and runs it again after it ends (a panic, or a
+/// return: these tasks are meant to run for the life of the process), with a backoff that
+/// doubles within a burst of deaths. While it is down the node reports itself degraded, and
+/// every death is recorded in [`supervision`].
+pub async fn supervise<F, Fut>(task: &'static str, cluster: Arc<Cluster>, make: F)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut recent = 0u32;
+    loop {
+        supervision::running(task);
+        let started = Instant::now();
+        let reason = match tokio::spawn(make()).await {
+            Ok(()) => "returned".to_owned(),
+            Err(e) if e.is_panic() => supervision::panic_reason(&*e.into_panic()),
+            Err(e) => format!("cancelled: {e}"),
+        };
+        if started.elapsed() >= QUIET_RUN {
+            recent = 0;
+        }
+        let delay = supervision::backoff(recent);
+        recent = recent.saturating_add(1);
+        supervision::died(task, &reason, wall_ms());
+        cluster.sync.task_down(true);
+        cluster.metrics.set_degraded(true);
+        tracing::error!(
+            task,
+            reason,
+            delay_ms = delay.as_millis() as u64,
+            "cluster task died; restarting"
+        );
+        tokio::time::sleep(delay).await;
+        cluster.sync.task_down(false);
+    }
 }

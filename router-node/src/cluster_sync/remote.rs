@@ -64,6 +64,32 @@ pub fn to_breaker(
     Applied::Applied
 }
 
+/// Puts a peer's `CooldownEased` on this node's wall clock. The event carries the attempt's
+/// dispatch instant on the origin's wall clock; read as this node's time, an origin whose clock
+/// runs ahead would make its success look newer than a fresh failure here and clear it. Only
+/// the attempt's age at publish (`origin_ts_ms - started_epoch_ms`, both on the origin's clock,
+/// so its skew cancels) is used, anchored at `received_epoch_ms` on this node's clock. The
+/// delay from the hand-over to the writer until delivery is not subtracted (no shared clock
+/// measures it): the success looks that much (milliseconds) newer than it was, instead of a
+/// whole clock skew.
+pub fn on_local_clock(event: WireEvent, origin_ts_ms: u64, received_epoch_ms: u64) -> WireEvent {
+    match event {
+        WireEvent::CooldownEased {
+            connection,
+            backoff_level,
+            started_epoch_ms,
+        } if started_epoch_ms > 0 => {
+            let age_ms = origin_ts_ms.saturating_sub(started_epoch_ms);
+            WireEvent::CooldownEased {
+                connection,
+                backoff_level,
+                started_epoch_ms: received_epoch_ms.saturating_sub(age_ms).max(1),
+            }
+        }
+        other => other,
+    }
+}
+
 /// Applies one event from another origin to this node's actors.
 pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
     match event {
@@ -147,3 +173,41 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
 
 /// The `model` of a `LockoutCleared` that clears every lockout of the connection.
 pub const ALL_MODELS: &str = "*";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eased(started_epoch_ms: u64) -> WireEvent {
+        WireEvent::CooldownEased {
+            connection: "k".to_owned(),
+            backoff_level: 0,
+            started_epoch_ms,
+        }
+    }
+
+    #[test]
+    fn an_eased_cooldown_keeps_its_age_but_not_the_origins_clock() {
+        // The origin's clock runs a minute ahead: its attempt started 300 ms before it
+        // published, 60 s "in the future" of this node.
+        let origin_ahead = 60_000;
+        let received = 1_000_000;
+        let started = received + origin_ahead - 300;
+        let published = received + origin_ahead;
+        assert_eq!(
+            on_local_clock(eased(started), published, received),
+            eased(received - 300)
+        );
+        // A clock behind is corrected the same way.
+        assert_eq!(
+            on_local_clock(eased(received - 5_300), received - 5_000, received),
+            eased(received - 300)
+        );
+        // Unknown start stays unknown; other events pass unchanged.
+        assert_eq!(on_local_clock(eased(0), published, received), eased(0));
+        let cleared = WireEvent::CooldownCleared {
+            connection: "k".to_owned(),
+        };
+        assert_eq!(on_local_clock(cleared.clone(), 1, 2), cleared);
+    }
+}

@@ -32,8 +32,15 @@ const EVENT_BUFFER: usize = 4096;
 
 /// Runs the subscriber and applies what it delivers until the process ends.
 pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
+    // A restarted task is not subscribed until its own subscriber says so.
+    cluster.sync.set_subscribed(false);
     let channel = cluster.store.keys().events_channel();
-    let (mut rx, handle) = Subscriber::spawn(cluster.store.client().clone(), channel, EVENT_BUFFER);
+    // In sentinel mode the client must name the current master, so it is resolved first.
+    let (mut rx, mut handle) = Subscriber::spawn(
+        cluster.store.pubsub_client().await,
+        channel.clone(),
+        EVENT_BUFFER,
+    );
     let mut reconcile = tokio::time::interval(RECONCILE_INTERVAL);
     reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported_drops = 0;
@@ -58,6 +65,18 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
             _ = reconcile.tick() => {
                 if cluster.sync.subscribed() {
                     resync_logged(&cluster, &runtime()).await;
+                } else if cluster.store.is_sentinel() {
+                    // The subscriber keeps reconnecting to the server it was built for, which
+                    // after a failover is the old master: build it again for the master the
+                    // sentinel names now.
+                    let (new_rx, new_handle) = Subscriber::spawn(
+                        cluster.store.pubsub_client().await,
+                        channel.clone(),
+                        EVENT_BUFFER,
+                    );
+                    rx = new_rx;
+                    handle = new_handle;
+                    reported_drops = 0;
                 }
                 let drops = handle.dropped();
                 for _ in reported_drops..drops {
@@ -100,6 +119,11 @@ async fn on_message(cluster: &Cluster, runtime: &RuntimeSource, bytes: &[u8]) {
                 cluster.set_probe_denied(&p.id, None);
             }
             remote::apply_event(&rt, &envelope.event)
+        }
+        WireEvent::CooldownEased { .. } => {
+            let local =
+                remote::on_local_clock(envelope.event.clone(), envelope.origin_ts_ms, wall_ms());
+            remote::apply_event(&rt, &local)
         }
         other => remote::apply_event(&rt, other),
     };

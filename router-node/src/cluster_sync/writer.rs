@@ -32,15 +32,23 @@ const REPLAY_TICK: Duration = Duration::from_millis(250);
 /// Replayed changes per tick at most, so a long queue does not starve new changes.
 const REPLAY_BATCH: usize = 500;
 
-/// Runs the writer until the cluster's queue closes.
+/// Runs the writer until the cluster's queue closes. Supervised (see [`super::supervise`]):
+/// a restarted writer takes the same queue again.
 pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
-    let Some(mut rx) = cluster.take_writer_rx() else {
+    let Some(mut guard) = cluster.writer_rx() else {
         tracing::warn!("cluster writer already running");
+        return;
+    };
+    let Some(rx) = guard.as_mut() else {
+        tracing::warn!("cluster writer queue is gone");
         return;
     };
     let mut tick = tokio::time::interval(REPLAY_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        if cluster.take_writer_panic() {
+            injected_panic();
+        }
         tokio::select! {
             item = rx.recv() => {
                 let Some(stamped) = item else { return };
@@ -55,6 +63,25 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
             _ = tick.tick() => replay(&cluster, &runtime).await,
         }
     }
+}
+
+/// A change being written when the writer dies in a panic is settled as unwritten, so the
+/// connection is not held back from adopting Redis's record for good (its `pending` count
+/// would never drop otherwise).
+struct Unsettled<'a>(&'a Cluster, &'a LocalChange);
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.unwritten(self.1);
+        }
+    }
+}
+
+/// The writer's test hook: proves that supervision restarts a writer that died.
+#[allow(clippy::panic)]
+fn injected_panic() {
+    panic!("injected panic in the cluster writer");
 }
 
 /// Writes one change, or keeps it for replay when Redis cannot be reached.
@@ -134,6 +161,7 @@ async fn execute(
     runtime: &RuntimeSource,
     stamped: &Stamped,
 ) -> Result<Option<u64>, StoreError> {
+    let _unsettled = Unsettled(cluster, &stamped.change);
     let store = &cluster.store;
     let waited = wall_ms().saturating_sub(stamped.wall_ms);
     let at = stamped.wall_ms;

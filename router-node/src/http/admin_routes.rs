@@ -43,6 +43,27 @@ pub async fn inject_panic(rt: Rt, path: web::Path<String>) -> HttpResponse {
     }
 }
 
+/// Test hook: makes a provider's breaker actor panic inside a handler, so black-box tests can
+/// prove its supervision restarts it.
+pub async fn inject_breaker_panic(rt: Rt, path: web::Path<String>) -> HttpResponse {
+    let Some(addr) = rt.provider(&path).and_then(|p| p.actor.get()) else {
+        return HttpResponse::NotFound().json(serde_json::json!({"error": {"message": "unknown provider or no actor", "type": "invalid_request_error", "code": "provider_not_found"}}));
+    };
+    addr.do_send(crate::actors::InjectPanic);
+    HttpResponse::Accepted().json(serde_json::json!({"ok": true}))
+}
+
+/// Test hook: makes the cluster writer task panic at its next turn (redis mode).
+pub async fn inject_writer_panic(rt: Rt) -> HttpResponse {
+    match &rt.cluster {
+        Some(cluster) => {
+            cluster.inject_writer_panic();
+            HttpResponse::Accepted().json(serde_json::json!({"ok": true}))
+        }
+        None => HttpResponse::NotFound().json(serde_json::json!({"error": {"message": "not in redis mode", "type": "invalid_request_error", "code": "not_clustered"}})),
+    }
+}
+
 /// Test hook: actor restarts so far.
 pub async fn actor_restarts(rt: Rt) -> HttpResponse {
     HttpResponse::Ok()

@@ -84,6 +84,14 @@ pub fn bind(
                 "/test-hooks/actor-restarts",
                 web::get().to(admin_routes::actor_restarts),
             )
+            .route(
+                "/test-hooks/providers/{id}/panic",
+                web::post().to(admin_routes::inject_breaker_panic),
+            )
+            .route(
+                "/test-hooks/cluster/writer/panic",
+                web::post().to(admin_routes::inject_writer_panic),
+            )
         } else {
             app
         }

@@ -83,6 +83,7 @@ pub struct StateCollector {
     semaphore_in_flight: Family,
     actor_restarts: Family,
     dropped_observations: Family,
+    task_restarts: Family,
 }
 
 impl StateCollector {
@@ -152,10 +153,16 @@ impl StateCollector {
                 &["actor"],
                 COUNTER,
             )?,
+            task_restarts: Family::new(
+                "switchyard_task_restarts_total",
+                "Restarts of supervised tasks and actors (cluster writer, sync, membership, breaker actors) after they died.",
+                &["task"],
+                COUNTER,
+            )?,
         })
     }
 
-    fn families(&self) -> [&Family; 9] {
+    fn families(&self) -> [&Family; 10] {
         [
             &self.breaker_state,
             &self.breaker_transitions,
@@ -166,6 +173,7 @@ impl StateCollector {
             &self.semaphore_in_flight,
             &self.actor_restarts,
             &self.dropped_observations,
+            &self.task_restarts,
         ]
     }
 
@@ -272,7 +280,13 @@ impl StateCollector {
             self.dropped_observations
                 .push(&mut dropped, &[("actor", actor.label())], n as f64);
         }
-        vec![restarts, dropped]
+        // Every task known so far, zeros included, so the first restart is a visible increase.
+        let mut tasks = self.task_restarts.start();
+        for t in crate::actors::supervision::snapshot() {
+            self.task_restarts
+                .push(&mut tasks, &[("task", &t.task)], t.restarts as f64);
+        }
+        vec![restarts, dropped, tasks]
     }
 }
 

@@ -134,7 +134,7 @@ pub(crate) async fn start_half_open(rt: &Runtime) {
         rt.actor_stats.clone(),
         &seeds,
     );
-    let addr = rt.providers[0].actor.get().cloned().unwrap();
+    let addr = rt.providers[0].actor.get().unwrap();
     let later = profile.reset_timeout_ms * profile.max_backoff_multiplier as u64 + 1;
     addr.send(GetBreakerStatus { at: later }).await.unwrap();
     assert_eq!(rt.providers[0].breaker.load().view, BreakerView::HalfOpen);
@@ -142,7 +142,7 @@ pub(crate) async fn start_half_open(rt: &Runtime) {
 
 /// Probe leases the breaker of provider `p` still holds (after every message sent so far).
 pub(crate) async fn probes_in_flight(rt: &Runtime) -> usize {
-    let addr = rt.providers[0].actor.get().cloned().unwrap();
+    let addr = rt.providers[0].actor.get().unwrap();
     let breaker = addr.send(GetBreaker).await.unwrap();
     breaker.probes_in_flight(rt.clock.now())
 }

@@ -4,8 +4,11 @@
 //! health view and for sharing caps as `ceil(cap / live_nodes)` when Redis permits are out of
 //! reach). Each node writes [`KeySpace::node`](super::KeySpace::node) (its JSON summary, `PX`
 //! ttl) and adds its id to [`KeySpace::nodes`](super::KeySpace::nodes); a node whose key has
-//! expired is dead and its id is pruned on the next read. Node keys carry their own hash tag, so
-//! reads are pipelined `GET`s rather than one cross-slot `MGET`.
+//! expired is dead. Reading does not prune: a dead id stays in the set so the coordinator shows
+//! it `down` and its janitor frees its permits (after `node_ttl_ms`); nodes prune only ids dead
+//! for much longer ([`RedisStore::prune_nodes`]), so the set does not grow without a
+//! coordinator. Node keys carry their own hash tag, so reads are pipelined `GET`s rather than
+//! one cross-slot `MGET`.
 
 use redis::Value;
 
@@ -39,10 +42,16 @@ impl RedisStore {
         .await
     }
 
-    /// The live nodes and their JSON summaries, sorted by id. Ids whose heartbeat expired are
-    /// removed from the set. (A node that heartbeats between the read and the prune is re-added
-    /// by its next heartbeat.)
+    /// The live nodes and their JSON summaries, sorted by id.
     pub async fn read_nodes(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(self.read_membership().await?.0)
+    }
+
+    /// The live nodes with their JSON summaries, and the ids in the set whose heartbeat has
+    /// expired (dead), both sorted by id. Prunes nothing.
+    pub async fn read_membership(
+        &self,
+    ) -> Result<(Vec<(String, String)>, Vec<String>), StoreError> {
         const CMD: &str = "read_nodes";
         let set = self.keys().nodes();
         let mut ids: Vec<String> = self
@@ -51,7 +60,7 @@ impl RedisStore {
             })
             .await?;
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         ids.sort();
         let mut pipe = redis::pipe();
@@ -75,19 +84,27 @@ impl RedisStore {
                 None => dead.push(id),
             }
         }
-        if !dead.is_empty() {
-            let set = self.keys().nodes();
-            let _: i64 = self
-                .run("prune_nodes", |mut con| async move {
-                    redis::cmd("SREM")
-                        .arg(set)
-                        .arg(dead)
-                        .query_async(&mut con)
-                        .await
-                })
-                .await?;
+        Ok((live, dead))
+    }
+
+    /// Removes dead ids from the node set. (A node that heartbeats between the caller's read
+    /// and this is re-added by its next heartbeat.)
+    pub async fn prune_nodes(&self, dead: &[String]) -> Result<(), StoreError> {
+        if dead.is_empty() {
+            return Ok(());
         }
-        Ok(live)
+        let set = self.keys().nodes();
+        let dead = dead.to_vec();
+        let _: i64 = self
+            .run("prune_nodes", |mut con| async move {
+                redis::cmd("SREM")
+                    .arg(set)
+                    .arg(dead)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await?;
+        Ok(())
     }
 
     /// Removes a node (graceful shutdown).

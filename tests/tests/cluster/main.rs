@@ -6,13 +6,18 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acl;
 mod breaker;
 mod caps;
+mod clock;
 mod heal;
 mod leases;
+mod members;
 mod operator;
 mod outage;
 mod probe;
+mod sentinel;
 mod settings;
+mod supervision;
 mod sync;
 mod throughput;

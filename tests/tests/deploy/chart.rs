@@ -72,12 +72,113 @@ fn chart_lints_renders_and_validates_against_kubernetes_schemas() {
         "external-redis.yaml",
         "bundled-redis.yaml",
         "hpa-off.yaml",
+        "sentinel-acl.yaml",
+        "bundled-acl.yaml",
     ] {
         assert!(
             output.contains(&format!("{set}: rendered")),
             "value set {set} was not rendered:\n{output}"
         );
     }
+}
+
+/// Renders the chart with `values` (YAML file under tests/deploy/values) and prints the env of
+/// the node and coordinator containers and the bundled Redis's command line, as JSON.
+fn rendered_redis_wiring(values: &str) -> serde_json::Value {
+    let python = python::ensure_venv("deploy-venv", &repo().join("tests/deploy/requirements.txt"))
+        .unwrap_or_else(|e| panic!("deploy virtualenv: {e}"));
+    let script = r#"
+import json, sys
+from pathlib import Path
+repo = Path(sys.argv[1])
+sys.path.insert(0, str(repo / "tests/deploy"))
+import yaml
+import helm_python as helm
+from chart_render import render, manifests
+helm.disable_logging()
+values = yaml.safe_load((repo / "tests/deploy/values" / sys.argv[2]).read_text())
+objs = manifests(render(helm.Chart.load(repo / "helm/switchyard"), values))
+out = {"text": yaml.safe_dump_all(objs)}
+for o in objs:
+    if o["kind"] != "Deployment":
+        continue
+    for c in o["spec"]["template"]["spec"]["containers"]:
+        out[c["name"]] = {"env": c.get("env", []), "command": c.get("command", []), "args": c.get("args", [])}
+print("RENDERED " + json.dumps(out))
+"#;
+    let mut cmd = Command::new(python);
+    cmd.arg("-c").arg(script).arg(repo()).arg(values);
+    let (ok, output) = run(&mut cmd, SCRIPT_LIMIT, "render");
+    assert!(ok, "rendering {values} failed:\n{output}");
+    let line = output
+        .lines()
+        .find_map(|l| l.strip_prefix("RENDERED "))
+        .unwrap_or_else(|| panic!("no rendering in:\n{output}"));
+    serde_json::from_str(line).unwrap()
+}
+
+fn env_of<'a>(container: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    container["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == name))
+        .unwrap_or(&serde_json::Value::Null)
+}
+
+#[test]
+fn the_chart_points_at_sentinel_with_the_acl_user_and_never_renders_its_password() {
+    let r = rendered_redis_wiring("sentinel-acl.yaml");
+    let names: Vec<&str> = ["node", "coordinator"]
+        .into_iter()
+        .filter(|c| !r[*c].is_null())
+        .collect();
+    assert!(names.contains(&"node"), "no node container: {r}");
+    for c in names {
+        let password = env_of(&r[c], "SWITCHYARD_REDIS_ACL_PASSWORD");
+        assert_eq!(
+            password["valueFrom"]["secretKeyRef"]["name"], "switchyard-redis-acl",
+            "{c}: {r}"
+        );
+        let url = env_of(&r[c], "SWITCHYARD_REDIS_URL")["value"]
+            .as_str()
+            .unwrap_or("");
+        assert_eq!(
+            url,
+            "redis+sentinel://switchyard:$(SWITCHYARD_REDIS_ACL_PASSWORD)@redis-sentinel-0.redis-sentinel:26379,redis-sentinel-1.redis-sentinel:26379,redis-sentinel-2.redis-sentinel:26379/mymaster/0",
+            "{c}"
+        );
+        // Kubernetes expands $(VAR) only from variables defined before it.
+        let env = r[c]["env"].as_array().unwrap();
+        let at = |n: &str| env.iter().position(|e| e["name"] == n).unwrap();
+        assert!(at("SWITCHYARD_REDIS_ACL_PASSWORD") < at("SWITCHYARD_REDIS_URL"));
+    }
+    // The config carries the sentinel URL without credentials.
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.contains("redis+sentinel://redis-sentinel-0.redis-sentinel:26379,"),
+        "{text}"
+    );
+
+    // With the bundled Redis the chart creates the user with the documented rule.
+    let r = rendered_redis_wiring("bundled-acl.yaml");
+    let args = r["redis"]["args"].to_string();
+    for part in [
+        "--user default off",
+        "--user switchyard on \\\">$REDIS_ACL_PASSWORD\\\"",
+        "~switchyard:* &switchyard:events -@all",
+    ] {
+        assert!(args.contains(part), "{part} missing from {args}");
+    }
+    assert_eq!(
+        env_of(&r["redis"], "REDIS_ACL_PASSWORD")["valueFrom"]["secretKeyRef"]["key"],
+        "password"
+    );
+    let url = env_of(&r["node"], "SWITCHYARD_REDIS_URL")["value"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        url.starts_with("redis://switchyard:$(SWITCHYARD_REDIS_ACL_PASSWORD)@sy-switchyard-redis."),
+        "{url}"
+    );
 }
 
 #[test]

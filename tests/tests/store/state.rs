@@ -569,7 +569,7 @@ async fn settings_writes_compare_and_set_on_the_version() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heartbeats_expire_and_are_pruned() {
+async fn heartbeats_expire_and_dead_ids_stay_until_pruned() {
     let server = redis();
     let s = store(&server);
     s.heartbeat("n1", r#"{"v":1}"#, 150).await.unwrap();
@@ -582,8 +582,15 @@ async fn heartbeats_expire_and_are_pruned() {
     })
     .await;
     assert!(expired, "n1's heartbeat expires");
-    let nodes = s.read_nodes().await.unwrap();
-    assert_eq!(nodes, vec![("n2".to_owned(), r#"{"v":2}"#.to_owned())]);
+    let (live, dead) = s.read_membership().await.unwrap();
+    assert_eq!(live, vec![("n2".to_owned(), r#"{"v":2}"#.to_owned())]);
+    // Reading prunes nothing: the dead id stays for the coordinator to see (and clean).
+    assert_eq!(dead, vec!["n1".to_owned()]);
+    assert_eq!(
+        index_members(&server, "t:nodes").await,
+        vec!["n1".to_owned(), "n2".to_owned()]
+    );
+    s.prune_nodes(&dead).await.unwrap();
     assert_eq!(
         index_members(&server, "t:nodes").await,
         vec!["n2".to_owned()]

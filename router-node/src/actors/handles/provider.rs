@@ -1,11 +1,11 @@
 //! A provider as the hot path sees it: the breaker view published by its breaker actor.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use switchyard_shared::quota_preflight::Thresholds;
 
 use actix::Addr;
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use switchyard_shared::Millis;
 use switchyard_shared::breaker::{BreakerState, BreakerView};
 use switchyard_shared::config::ProviderConfig;
@@ -15,6 +15,42 @@ use switchyard_shared::strategy::StrategyState;
 use crate::actors::ProviderBreakerActor;
 use crate::api::errors::ClientFormat;
 use crate::counters::TransitionCounts;
+
+/// Where the hot path finds a provider's breaker actor: set once at start, replaced only by
+/// the actor's own supervision after a panic (see `actors::breaker`).
+#[derive(Default)]
+pub struct BreakerSlot(ArcSwapOption<Addr<ProviderBreakerActor>>);
+
+impl BreakerSlot {
+    /// The current address, if the actor was started.
+    pub fn get(&self) -> Option<Addr<ProviderBreakerActor>> {
+        self.0.load_full().map(|addr| (*addr).clone())
+    }
+
+    /// Sets the first address; an already set slot is left alone (`Err` gives `addr` back).
+    pub fn set(&self, addr: Addr<ProviderBreakerActor>) -> Result<(), Addr<ProviderBreakerActor>> {
+        if self.0.load().is_some() {
+            return Err(addr);
+        }
+        self.0.store(Some(Arc::new(addr)));
+        Ok(())
+    }
+
+    /// The restarted actor's address replaces the dead one's.
+    pub(crate) fn replace(&self, addr: Addr<ProviderBreakerActor>) {
+        self.0.store(Some(Arc::new(addr)));
+    }
+}
+
+impl std::fmt::Debug for BreakerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.load().is_some() {
+            "BreakerSlot(started)"
+        } else {
+            "BreakerSlot(empty)"
+        })
+    }
+}
 
 /// The breaker as published for readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +103,9 @@ pub struct ProviderHandle {
     pub inflight: AtomicU32,
     /// The connection of the last dispatch (`usize::MAX` = none), for sticky counts.
     pub last_used_conn: AtomicUsize,
-    /// The breaker actor (started once; it supervises this provider's connection actors).
-    pub actor: OnceLock<Addr<ProviderBreakerActor>>,
+    /// The breaker actor (it supervises this provider's connection actors); replaced when the
+    /// actor is restarted after a panic.
+    pub actor: BreakerSlot,
     /// Breaker transitions so far (exported as `switchyard_breaker_transitions_total`).
     pub transitions: TransitionCounts,
     /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URL
@@ -98,7 +135,7 @@ impl ProviderHandle {
             strategy_state: Mutex::new(StrategyState::new()),
             inflight: AtomicU32::new(0),
             last_used_conn: AtomicUsize::new(usize::MAX),
-            actor: OnceLock::new(),
+            actor: BreakerSlot::default(),
             transitions: TransitionCounts::default(),
             endpoints,
             config,

@@ -318,6 +318,12 @@ fn redis_mode_needs_a_redis_url() {
     assert_error(&invalid(&config), "cluster.redis_url", "no host");
     config.cluster.redis_url = "rediss://user:pw@cache:6380/1".into();
     assert!(config.validate().is_ok());
+    // Sentinel URLs, which the store takes, pass the file's check too.
+    config.cluster.redis_url = "redis+sentinel://s1:26379,s2:26379/mymaster/0".into();
+    assert!(config.validate().is_ok());
+    config.cluster.redis_url = "redis+sentinel://".into();
+    assert_error(&invalid(&config), "cluster.redis_url", "no host");
+    config.cluster.redis_url = "rediss://user:pw@cache:6380/1".into();
     config.cluster.node_ttl_ms = 1000;
     assert_error(&invalid(&config), "cluster.node_ttl_ms", "longer than");
 }

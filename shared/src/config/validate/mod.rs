@@ -151,13 +151,21 @@ fn cluster(config: &Config, errors: &mut Collector) {
     let cluster = &config.cluster;
     if cluster.mode == ClusterMode::Redis {
         let url = &cluster.redis_url;
-        let rest = url
-            .strip_prefix("redis://")
-            .or_else(|| url.strip_prefix("rediss://"));
+        // The store also takes Sentinel URLs (`store::sentinel`); only the env override was
+        // let through before, so a chart-written Sentinel URL failed the config check.
+        let rest = [
+            "redis://",
+            "rediss://",
+            "redis+sentinel://",
+            "rediss+sentinel://",
+        ]
+        .iter()
+        .find_map(|scheme| url.strip_prefix(scheme));
         match rest {
             None => errors.push(
                 "cluster.redis_url",
-                "must start with redis:// (or rediss:// for TLS) when mode = \"redis\"",
+                "must start with redis:// (or rediss:// for TLS, redis+sentinel:// or \
+                 rediss+sentinel:// for Sentinel) when mode = \"redis\"",
             ),
             Some(rest) if rest.split(['/', '?']).next().is_none_or(str::is_empty) => {
                 errors.push("cluster.redis_url", "has no host");
