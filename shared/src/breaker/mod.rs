@@ -193,6 +193,8 @@ impl Breaker {
     pub fn view(&self, now: Millis) -> BreakerView {
         match &self.phase {
             Phase::Closed => BreakerView::Closed,
+            // The lazy quiet decay, as `refresh` would apply it.
+            Phase::Degraded if self.quiet_elapsed(now) => BreakerView::Closed,
             Phase::Degraded => BreakerView::Degraded,
             Phase::Open { opened_at } => {
                 let until = self.open_until(*opened_at);
@@ -232,6 +234,12 @@ impl Breaker {
             .saturating_mul(u64::from(self.profile.max_backoff_multiplier.max(1)))
     }
 
+    /// Whether the last failure is at least the quiet window before `now`.
+    fn quiet_elapsed(&self, now: Millis) -> bool {
+        self.last_failure_at
+            .is_some_and(|at| now.saturating_sub(at) >= self.quiet_window_ms())
+    }
+
     /// An operator's connection test succeeded: a DEGRADED breaker returns to CLOSED with its
     /// counts cleared. Any other state is left alone (an OPEN breaker recovers through its
     /// probe).
@@ -248,11 +256,7 @@ impl Breaker {
     /// leases are dropped (each recorded as `probe-expired`).
     pub fn refresh(&mut self, now: Millis) -> Vec<BreakerEffect> {
         let mut effects = Vec::new();
-        if self.phase == Phase::Degraded
-            && self
-                .last_failure_at
-                .is_some_and(|at| now.saturating_sub(at) >= self.quiet_window_ms())
-        {
+        if self.phase == Phase::Degraded && self.quiet_elapsed(now) {
             self.close(TransitionReason::QuietDecay, now, &mut effects);
         }
         if let Phase::Open { opened_at } = self.phase

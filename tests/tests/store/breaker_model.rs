@@ -210,6 +210,8 @@ impl Run<'_> {
             r"
             local ou = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
             if ou > 0 then redis.call('HSET', KEYS[1], 'open_until', ou - tonumber(ARGV[1])) end
+            local lf = tonumber(redis.call('HGET', KEYS[1], 'last_failure') or '0')
+            if lf > 0 then redis.call('HSET', KEYS[1], 'last_failure', lf - tonumber(ARGV[1])) end
             local pttl = redis.call('PTTL', KEYS[2])
             if pttl > 0 then
               if pttl - tonumber(ARGV[1]) > 0 then

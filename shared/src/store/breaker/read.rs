@@ -24,9 +24,15 @@ impl RedisStore {
         pipe.cmd("TIME");
         for provider in providers {
             let [b, _, pr] = self.breaker_keys(provider);
-            pipe.cmd("HMGET")
-                .arg(b)
-                .arg(&["phase", "gen", "cycles", "open_until", "failures"]);
+            pipe.cmd("HMGET").arg(b).arg(&[
+                "phase",
+                "gen",
+                "cycles",
+                "open_until",
+                "failures",
+                "last_failure",
+                "quiet",
+            ]);
             pipe.cmd("PTTL").arg(pr);
         }
         let reply: Vec<Value> = self
@@ -51,11 +57,23 @@ impl RedisStore {
             let (Some(h), Some(pttl)) = (it.next(), it.next()) else {
                 return Err(protocol(CMD, "short reply"));
             };
-            let h = array_of(CMD, h, 5)?;
-            let phase = match opt_string(CMD, &h[0])? {
+            let h = array_of(CMD, h, 7)?;
+            let mut phase = match opt_string(CMD, &h[0])? {
                 Some(s) => enum_value(CMD, &s)?,
                 None => BreakerPhase::Closed,
             };
+            let failure_count = u32_or_zero(CMD, &h[4])?;
+            // The scripts' quiet decay, as a read sees it (a read writes nothing): a DEGRADED
+            // breaker without a failure for its quiet window is CLOSED (its count is cleared by
+            // the next script that runs, as the pure breaker's view and refresh).
+            let (last_failure, quiet) = (uint_or_zero(CMD, &h[5])?, uint_or_zero(CMD, &h[6])?);
+            if phase == BreakerPhase::Degraded
+                && last_failure > 0
+                && quiet > 0
+                && now.saturating_sub(last_failure) >= quiet
+            {
+                phase = BreakerPhase::Closed;
+            }
             let open_until = uint_or_zero(CMD, &h[3])?;
             let retry_after_ms = match phase {
                 BreakerPhase::Open => open_until.saturating_sub(now),
@@ -66,7 +84,7 @@ impl RedisStore {
                 provider: (*provider).to_owned(),
                 phase,
                 generation: uint_or_zero(CMD, &h[1])?,
-                failure_count: u32_or_zero(CMD, &h[4])?,
+                failure_count,
                 retry_after_ms,
                 open_cycles: u32_or_zero(CMD, &h[2])?,
                 open_until_ms: if phase == BreakerPhase::Open {

@@ -5,8 +5,9 @@
 local s = snapshot(KEYS[1])
 local before = s.phase
 refresh(KEYS[1], s)
+local quiet = math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))
 if s.phase == 'closed' or s.phase == 'degraded' then
-  s.failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+  count_failure(KEYS[1], s, quiet)
   -- Kept for the success script, which has no parameters.
   redis.call('HSET', KEYS[1], 'band', ARGV[2])
   if s.failures >= tonumber(ARGV[1]) then
@@ -15,6 +16,6 @@ if s.phase == 'closed' or s.phase == 'degraded' then
     transition(KEYS[1], s, 'degraded')
   end
 elseif s.phase == 'open' then
-  s.failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+  count_failure(KEYS[1], s, quiet)
 end
 return reply(before, s, KEYS[3])

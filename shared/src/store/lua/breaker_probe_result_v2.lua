@@ -15,7 +15,7 @@ redis.call('DEL', KEYS[3])
 if ARGV[2] == '1' then
   close(KEYS[1], KEYS[2], s)
 else
-  s.failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+  count_failure(KEYS[1], s, math.max(tonumber(ARGV[4]), tonumber(ARGV[3])))
   s.cycles = s.cycles + 1
   open(KEYS[1], s, open_timeout(s.cycles, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])))
 end
