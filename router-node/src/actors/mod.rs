@@ -146,6 +146,12 @@ pub fn observe(handle: &ConnHandle, msg: ObserveFailure) -> bool {
     deliver(handle, msg)
 }
 
+/// Hot path: cools an egress sibling of a failed connection; same delivery rules as
+/// [`observe`].
+pub fn sibling_lock(handle: &ConnHandle, msg: SiblingLock) -> bool {
+    deliver(handle, msg)
+}
+
 /// Hot path: reports a success the snapshot asked for (see
 /// [`crate::actors::ConnSnapshot::needs_success_report`]); same delivery rules as [`observe`].
 pub fn observe_success(handle: &ConnHandle, msg: ObserveSuccess) -> bool {

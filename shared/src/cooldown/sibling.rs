@@ -64,7 +64,9 @@ pub fn siblings<'a>(
 }
 
 /// The state a sibling takes when the origin cools until `until`: the same deadline, never
-/// longer, with the backoff level and error fields left as they are (the sibling did not fail).
+/// longer, with the backoff level and error message left as they are (the sibling did not
+/// fail). Like a peer's cooldown, it counts as a failure seen now for `success_is_stale`: a
+/// success of an attempt dispatched before the lock does not lift it.
 /// `None` when nothing changes: the sibling is terminal (never overwritten, never made
 /// terminal), opted out of cooling, or already cooling at least as long.
 pub fn sibling_lock(
@@ -82,6 +84,7 @@ pub fn sibling_lock(
     let mut next = state.clone();
     next.rate_limited_until = Some(until);
     next.status = ConnStatus::Unavailable;
+    next.last_error_at = Some(now);
     Some(next)
 }
 
