@@ -30,6 +30,8 @@ mod probe;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_sibling;
 
 use std::collections::HashMap;
 use std::sync::Arc;
