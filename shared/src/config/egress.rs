@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Config;
+use super::error::Collector;
+
 /// The reference's default family.
 pub const DEFAULT_EGRESS_LOCK_PROVIDERS: [&str; 4] =
     ["opencode", "opencode-go", "opencode-cli", "opencode-zen"];
@@ -37,5 +40,50 @@ impl EgressLockConfig {
     /// The family when the lock is on; empty (nothing spreads) when it is off.
     pub fn active_providers(&self) -> &[String] {
         if self.enabled { &self.providers } else { &[] }
+    }
+}
+
+/// An empty bucket or provider id means nothing: reported rather than silently ignored.
+pub(super) fn validate(config: &Config, errors: &mut Collector) {
+    for (i, conn) in config.connections.iter().enumerate() {
+        if conn.egress.as_deref().is_some_and(|e| e.trim().is_empty()) {
+            errors.push(
+                format!("connections[{i}].egress"),
+                "must not be empty (omit it for no egress bucket)",
+            );
+        }
+    }
+    for (i, provider) in config.egress_lock.providers.iter().enumerate() {
+        if provider.trim().is_empty() {
+            errors.push(format!("egress_lock.providers[{i}]"), "must not be empty");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_buckets_and_provider_ids_are_refused() {
+        let text = "[egress_lock]\nproviders = [\"\"]\n\n[[providers]]\nid = \"opencode\"\n\
+                    category = \"apikey\"\nformat = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+                    models = [\"m\"]\n\n[[connections]]\nid = \"a\"\nprovider = \"opencode\"\n\
+                    api_key_env = \"K\"\negress = \" \"\n";
+        let errors = Config::from_toml_str(text).err().map(|e| e.to_string());
+        let errors = errors.unwrap_or_default();
+        assert!(errors.contains("connections[0].egress"), "{errors}");
+        assert!(errors.contains("egress_lock.providers[0]"), "{errors}");
+    }
+
+    #[test]
+    fn the_default_family_is_the_opencode_family_and_off_means_empty() {
+        let on = EgressLockConfig::default();
+        assert!(on.active_providers().iter().any(|p| p == "opencode-go"));
+        let off = EgressLockConfig {
+            enabled: false,
+            ..EgressLockConfig::default()
+        };
+        assert!(off.active_providers().is_empty());
     }
 }
