@@ -68,6 +68,8 @@ pub struct RoutingTable {
     pub unknown_params: switchyard_shared::translate::UnknownParams,
     /// `[fallback]`: the global fallback model and the emergency fallback.
     pub fallback: switchyard_shared::config::FallbackConfig,
+    /// `[egress_lock]`: which providers' 429s cool their egress siblings.
+    pub egress_lock: switchyard_shared::config::EgressLockConfig,
     /// Sessions' pins to combo target orders and their consecutive combo failures.
     pub combo_sessions: Mutex<switchyard_shared::strategy::SessionPins>,
 }
@@ -276,6 +278,7 @@ impl Runtime {
                 leases: LeasePolicy::from_config(&config),
                 unknown_params: config.translation.unknown_params,
                 fallback: config.fallback.clone(),
+                egress_lock: config.egress_lock.clone(),
                 combo_sessions: Mutex::default(),
             },
             settings_warnings,

@@ -27,7 +27,7 @@ use super::change::{LocalChange, StatePublisher, failure_reason_of, lock_target_
 use super::messages::{
     ApplyRemote, ChildStopped, ClearCooldown, ClearLockouts, ClearResult, InjectPanic,
     ObserveFailure, ObserveSuccess, PruneLockouts, Reinstate, RemoteConn, Resupervise, Retire,
-    SetConnParams, SetRateLimitProtection,
+    SetConnParams, SetRateLimitProtection, SiblingLock,
 };
 use super::params::ConnActorParams;
 use crate::actors::{ConnHandle, ConnSnapshot};
@@ -326,6 +326,38 @@ impl Handler<ObserveFailure> for ConnectionActor {
         if changed {
             self.publish();
         }
+    }
+}
+
+impl Handler<SiblingLock> for ConnectionActor {
+    type Result = ();
+
+    /// Cools the connection with its egress sibling: the origin's deadline, the level and the
+    /// error fields left alone. Published to the cluster like any local cooldown, so peers
+    /// merge it extend-only.
+    fn handle(&mut self, msg: SiblingLock, _: &mut Self::Context) {
+        self.note_time(msg.at);
+        let Some(next) =
+            cooldown::sibling::sibling_lock(&self.state, msg.until, &self.params.cooldown, msg.at)
+        else {
+            return;
+        };
+        self.state = next;
+        self.log_effects(&[Effect::CooldownSet {
+            until: msg.until,
+            level: self.state.backoff_level,
+            reason: msg.reason,
+        }]);
+        if self.cluster.is_some() {
+            self.emit(LocalChange::Cooldown {
+                conn: self.handle.id.clone(),
+                duration_ms: msg.until.saturating_sub(msg.at),
+                level: self.state.backoff_level,
+                reason: msg.reason,
+                last_error: "cooled with an egress sibling".to_owned(),
+            });
+        }
+        self.publish();
     }
 }
 

@@ -24,6 +24,17 @@ pub struct ObserveFailure {
     pub at: Millis,
 }
 
+/// An egress sibling's 429 cools this connection until `until` (never longer, never
+/// terminal; see `cooldown::sibling`).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct SiblingLock {
+    pub until: Millis,
+    /// The origin's failure reason (the cooldown's reason in metrics and the cluster).
+    pub reason: switchyard_shared::outcome::FailureReason,
+    pub at: Millis,
+}
+
 /// A success on a connection whose snapshot said something needs clearing or decaying.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]

@@ -33,6 +33,8 @@ pub mod supervision;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_sibling;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -146,6 +148,12 @@ pub fn start_actors_seeded(
 /// was queued; if not (mailbox full, actor stopped or not started) it is counted in
 /// `handle.dropped_observations`.
 pub fn observe(handle: &ConnHandle, msg: ObserveFailure) -> bool {
+    deliver(handle, msg)
+}
+
+/// Hot path: cools an egress sibling of a failed connection; same delivery rules as
+/// [`observe`].
+pub fn sibling_lock(handle: &ConnHandle, msg: SiblingLock) -> bool {
     deliver(handle, msg)
 }
 

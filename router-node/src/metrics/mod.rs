@@ -185,6 +185,8 @@ pub struct Metrics {
     last_resorts: IntCounterVec,
     /// Sessions' combo pins cleared after consecutive combo failures.
     session_pins_cleared: IntCounter,
+    /// Egress siblings a quota or rate 429 was spread to, by the origin's provider.
+    egress_sibling_locks: IntCounterVec,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
 }
@@ -441,6 +443,12 @@ impl Metrics {
             "Last-resort dispatches after routing failed: kind global (a combo's 502/503 on global_fallback_model) or emergency (a direct request on the emergency target), result served or failed.",
             &["kind", "result"],
         )?;
+        let egress_sibling_locks = counter_vec(
+            r,
+            "switchyard_egress_sibling_locks_total",
+            "Connections cooled with an egress sibling's quota or rate 429 (the [egress_lock] family), by the failing connection's provider.",
+            &["provider"],
+        )?;
         let session_pins_cleared = IntCounter::new(
             "switchyard_combo_session_pins_cleared_total",
             "Sessions whose pin to a combo's target order was cleared after 3 consecutive combo failures.",
@@ -480,6 +488,7 @@ impl Metrics {
             body_retries,
             last_resorts,
             session_pins_cleared,
+            egress_sibling_locks,
             permits_held,
         })
     }
@@ -492,6 +501,13 @@ impl Metrics {
     /// Counts a typed `RetryInfo` delay's effect (`pace` or `model_lockout`).
     pub fn body_retry(&self, effect: &str) {
         self.body_retries.with_label_values(&[effect]).inc();
+    }
+
+    /// Counts the egress siblings a quota or rate 429 on `provider` cooled.
+    pub fn egress_sibling_locks(&self, provider: &str, count: usize) {
+        self.egress_sibling_locks
+            .with_label_values(&[provider])
+            .inc_by(count as u64);
     }
 
     /// Counts a session's combo pin cleared after consecutive combo failures.
@@ -553,6 +569,7 @@ impl Metrics {
             body_retries: self.body_retries.clone(),
             last_resorts: self.last_resorts.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),
+            egress_sibling_locks: self.egress_sibling_locks.clone(),
             permits_held: self.permits_held.clone(),
         })
     }

@@ -20,6 +20,7 @@
 //! that names no known strategy runs as `priority`, as the reference does.
 
 mod combo;
+mod egress;
 mod error;
 mod fallback;
 mod provider;
@@ -40,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use crate::settings::ResiliencePatch;
 
 pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
+pub use egress::EgressLockConfig;
 pub use error::{ConfigError, ConfigErrors};
 pub use fallback::{EmergencyFallback, FallbackConfig, global_fallback_applies};
 pub use provider::{
@@ -78,6 +80,8 @@ pub struct Config {
     pub quota_preflight: QuotaPreflightConfig,
     /// `[fallback]`: the global fallback model and the emergency fallback.
     pub fallback: FallbackConfig,
+    /// `[egress_lock]`: the egress-bucketed sibling lock.
+    pub egress_lock: EgressLockConfig,
 }
 
 impl Config {

@@ -234,6 +234,10 @@ pub struct ConnectionConfig {
     pub rate_limit_protection: bool,
     /// Per-connection overrides of `[resilience.request_queue]`.
     pub rate_limit: ConnectionRateLimit,
+    /// The egress bucket the connection leaves through (a proxy URL or a label). A 429 on an
+    /// `[egress_lock]` provider cools the family's connections of the same bucket; none =
+    /// never sibling-locked.
+    pub egress: Option<String>,
 }
 
 impl Default for ConnectionConfig {
@@ -249,6 +253,7 @@ impl Default for ConnectionConfig {
             disable_cooling: false,
             rate_limit_protection: false,
             rate_limit: ConnectionRateLimit::default(),
+            egress: None,
         }
     }
 }

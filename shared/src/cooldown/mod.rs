@@ -14,6 +14,7 @@
 //!   thundering-herd guard). It is **not** reset when a cooldown lapses; each success lowers it
 //!   by one.
 
+pub mod sibling;
 mod transition;
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod combos;
 mod degraded_decay;
 mod demo;
 mod docs_truth;
+mod egress_lock;
 mod error_corpus_replay;
 mod error_effects_table;
 mod error_semantics;

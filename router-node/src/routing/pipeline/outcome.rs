@@ -7,6 +7,7 @@ use switchyard_shared::Millis;
 use switchyard_shared::admission::ConnectionBlock;
 use switchyard_shared::breaker::BreakerView;
 use switchyard_shared::classify::Classification;
+use switchyard_shared::cooldown::sibling;
 use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::outcome::RetryClass;
 use switchyard_shared::strategy::stable_hash;
@@ -100,6 +101,7 @@ pub async fn on_failure(
         rc.is_combo,
     );
     super::trace::judged(&judged);
+    spread_to_egress_siblings(rt, conn, &judged);
     if let Some(session) = &req.session {
         rt.affinity.evict(ctx.provider.idx, session);
     }
@@ -137,6 +139,57 @@ pub async fn on_failure(
     }
     rc.excluded.push(conn.idx);
     readmit(rt, ctx, was_probe).await
+}
+
+/// The egress-bucketed sibling lock (reference §2.3): a quota or rate 429 on a connection of
+/// the `[egress_lock]` family cools the family's other connections of the same `egress`
+/// bucket until the failing connection's own cooldown ends (each sibling's actor keeps a longer
+/// cooldown or a terminal state). Only the connection-level effect is spread: the siblings'
+/// actors publish it to the cluster like any local cooldown.
+fn spread_to_egress_siblings(rt: &RoutingTable, conn: &ConnHandle, judged: &observe::Judged) {
+    let c = &judged.classification;
+    if !sibling::spreads(
+        judged.failure.status,
+        c.reason,
+        c.terminal,
+        c.request_scoped,
+    ) {
+        return;
+    }
+    let Some(ConnectionBlock::Cooling { remaining_ms, .. }) = judged.failure.block else {
+        return;
+    };
+    let siblings = sibling::siblings(
+        &member(conn),
+        rt.connections.iter().map(|h| member(h)),
+        rt.egress_lock.active_providers(),
+    );
+    if siblings.is_empty() {
+        return;
+    }
+    let now = rt.clock.now();
+    let until = now.saturating_add(remaining_ms);
+    let mut sent = 0;
+    for idx in siblings {
+        if let Some(handle) = rt.connections.get(idx) {
+            let lock = actors::SiblingLock {
+                until,
+                reason: c.reason,
+                at: now,
+            };
+            sent += usize::from(actors::sibling_lock(handle, lock));
+        }
+    }
+    rt.metrics.egress_sibling_locks(&conn.config.provider, sent);
+}
+
+/// A connection as the sibling rule sees it.
+fn member(h: &ConnHandle) -> sibling::EgressMember<'_> {
+    sibling::EgressMember {
+        idx: h.idx,
+        provider: h.config.provider.as_str(),
+        egress: h.config.egress.as_deref(),
+    }
 }
 
 /// The status of a per-target timeout (the reference's synthetic 524).
