@@ -12,6 +12,7 @@ mod heal;
 mod leases;
 mod operator;
 mod outage;
+mod permits_idle;
 mod probe;
 mod settings;
 mod sync;
