@@ -208,7 +208,10 @@ async fn run(cli: &Cli) -> Result<Report, String> {
         nodes.push(n);
     }
     let warmup = Instant::now();
-    while world.resyncs.load(Ordering::Relaxed) < cli.nodes as u64 {
+    // Attempts, not successes: an overloaded run still starts (and reports its failures).
+    let attempts =
+        || world.resyncs.load(Ordering::Relaxed) + world.resync_failures.load(Ordering::Relaxed);
+    while attempts() < cli.nodes as u64 {
         if warmup.elapsed() > WARMUP_LIMIT {
             stop.cancel();
             return Err("the nodes' first resyncs did not finish within 120 s".into());

@@ -3,8 +3,8 @@
 //!
 //! It mirrors `cluster_sync::sync` as built today: a subscriber whose events are applied on
 //! the same task that runs the periodic resync, so a resync in progress delays event
-//! application; a resync that reads every connection record in one pipeline, then the lockouts
-//! of each connection whose version moved, one connection after the other; the breakers and
+//! application; a resync that reads every connection record (pipelined in chunks), then the
+//! lockouts of the connections whose version moved (pipelined too); the breakers and
 //! the settings; and, on its own task, the membership heartbeat. All of it on the node's one
 //! multiplexed store connection, which is also the request path's.
 
@@ -122,16 +122,19 @@ pub async fn resync(
 ) -> Result<usize, StoreError> {
     let conns: Vec<&str> = world.conns.iter().map(String::as_str).collect();
     let states = store.read_connection_states(&conns).await?;
-    let mut adopted = 0;
-    for (i, state) in states.iter().enumerate() {
-        let held = versions.get(&i).copied().unwrap_or(0);
-        if state.version <= held {
-            continue;
-        }
-        store.read_lockouts(&world.conns[i]).await?;
-        versions.insert(i, state.version);
-        adopted += 1;
-    }
+    let moved: Vec<(usize, u64)> = states
+        .iter()
+        .enumerate()
+        .filter(|(i, state)| state.version > versions.get(i).copied().unwrap_or(0))
+        .map(|(i, state)| (i, state.version))
+        .collect();
+    let ids: Vec<&str> = moved
+        .iter()
+        .map(|(i, _)| world.conns[*i].as_str())
+        .collect();
+    store.read_lockouts_many(&ids).await?;
+    let adopted = moved.len();
+    versions.extend(moved);
     let providers: Vec<&str> = world.providers.iter().map(String::as_str).collect();
     store.read_breakers(&providers).await?;
     store.settings_read().await?;

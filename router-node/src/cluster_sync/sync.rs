@@ -131,19 +131,24 @@ async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
 /// Reads every configured connection record, breaker and the settings from Redis. A
 /// connection whose record version is newer than the one this node adopted is made equal to
 /// Redis's record, lowering as well as raising ([`adopt`]); only those connections' lockouts
-/// are read.
+/// are read, pipelined.
 pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
     let store = &cluster.store;
     let versions = &cluster.versions;
     versions.begin_resync(std::ptr::from_ref(rt) as usize);
     let conns: Vec<&str> = rt.connections.iter().map(|c| &*c.id).collect();
     let states = store.read_connection_states(&conns).await?;
+    // The lockouts of every connection to adopt, in pipelined round trips, not one each.
+    let moved: Vec<(&std::sync::Arc<crate::actors::ConnHandle>, _)> = rt
+        .connections
+        .iter()
+        .zip(states)
+        .filter(|(handle, state)| versions.should_adopt(&handle.id, state.version))
+        .collect();
+    let ids: Vec<&str> = moved.iter().map(|(h, _)| &*h.id).collect();
+    let lockouts = store.read_lockouts_many(&ids).await?;
     let mut adopted = 0usize;
-    for (handle, state) in rt.connections.iter().zip(states) {
-        if !versions.should_adopt(&handle.id, state.version) {
-            continue;
-        }
-        let lockouts = store.read_lockouts(&handle.id).await?;
+    for ((handle, state), lockouts) in moved.into_iter().zip(lockouts) {
         // Checked again after the await: a local change may have been made meanwhile.
         if !versions.should_adopt(&handle.id, state.version) {
             continue;
