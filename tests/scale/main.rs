@@ -261,7 +261,7 @@ async fn run(cli: &Cli) -> Result<Report, String> {
     let mut first = true;
     while Instant::now() < phase_end || first {
         let started = Instant::now();
-        let result = node::resync(&nodes[0].store, &world, &mut versions).await;
+        let result = node::resync(&nodes[0].store, &world, &mut versions, &mut || {}).await;
         if result.is_err() {
             world.resync_failures.fetch_add(1, Ordering::Relaxed);
         }

@@ -2,9 +2,9 @@
 //! the node's own store code, without its HTTP side.
 //!
 //! It mirrors `cluster_sync::sync` as built today: a subscriber whose events are applied on
-//! the same task that runs the periodic resync, so a resync in progress delays event
-//! application; a resync that reads every connection record (pipelined in chunks), then the
-//! lockouts of the connections whose version moved (pipelined too); the breakers and
+//! the same task that runs the periodic resync; a resync that reads the connection records in
+//! pipelined chunks, the lockouts of the connections whose version moved (pipelined too), and
+//! applies the events that arrived meanwhile between two chunks; the breakers and
 //! the settings; and, on its own task, the membership heartbeat. All of it on the node's one
 //! multiplexed store connection, which is also the request path's.
 
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use switchyard_shared::store::connections::RESYNC_CHUNK;
 use switchyard_shared::store::{RedisStore, StoreError, Subscriber, SubscriberEvent};
 use switchyard_shared::wire;
 use tokio_util::sync::CancellationToken;
@@ -69,7 +70,15 @@ impl SimNode {
                     Some(SubscriberEvent::Connected | SubscriberEvent::Disconnected) => {}
                 },
                 _ = reconcile.tick() => {
-                    match resync(&self.store, &world, &mut versions).await {
+                    // Events that arrive meanwhile are applied between chunks, as the node does.
+                    let mut drain = || {
+                        while let Ok(event) = rx.try_recv() {
+                            if let SubscriberEvent::Message(bytes) = event {
+                                self.on_message(&world, &bytes);
+                            }
+                        }
+                    };
+                    match resync(&self.store, &world, &mut versions, &mut drain).await {
                         Ok(_) => world.resyncs.fetch_add(1, Ordering::Relaxed),
                         Err(_) => world.resync_failures.fetch_add(1, Ordering::Relaxed),
                     };
@@ -114,27 +123,34 @@ impl SimNode {
 }
 
 /// One resync as the node does it; returns how many records were adopted. `versions` holds
-/// the version adopted per connection index (absent = 0, a freshly started node).
+/// the version adopted per connection index (absent = 0, a freshly started node); `between`
+/// runs after each chunk (the node applies the events that arrived meanwhile there).
 pub async fn resync(
     store: &RedisStore,
     world: &World,
     versions: &mut HashMap<usize, u64>,
+    between: &mut (dyn FnMut() + Send),
 ) -> Result<usize, StoreError> {
-    let conns: Vec<&str> = world.conns.iter().map(String::as_str).collect();
-    let states = store.read_connection_states(&conns).await?;
-    let moved: Vec<(usize, u64)> = states
-        .iter()
-        .enumerate()
-        .filter(|(i, state)| state.version > versions.get(i).copied().unwrap_or(0))
-        .map(|(i, state)| (i, state.version))
-        .collect();
-    let ids: Vec<&str> = moved
-        .iter()
-        .map(|(i, _)| world.conns[*i].as_str())
-        .collect();
-    store.read_lockouts_many(&ids).await?;
-    let adopted = moved.len();
-    versions.extend(moved);
+    let mut adopted = 0;
+    let indices: Vec<usize> = (0..world.conns.len()).collect();
+    for chunk in indices.chunks(RESYNC_CHUNK) {
+        let conns: Vec<&str> = chunk.iter().map(|i| world.conns[*i].as_str()).collect();
+        let states = store.read_connection_states(&conns).await?;
+        let moved: Vec<(usize, u64)> = chunk
+            .iter()
+            .zip(&states)
+            .filter(|(i, state)| state.version > versions.get(i).copied().unwrap_or(0))
+            .map(|(i, state)| (*i, state.version))
+            .collect();
+        let ids: Vec<&str> = moved
+            .iter()
+            .map(|(i, _)| world.conns[*i].as_str())
+            .collect();
+        store.read_lockouts_many(&ids).await?;
+        adopted += moved.len();
+        versions.extend(moved);
+        between();
+    }
     let providers: Vec<&str> = world.providers.iter().map(String::as_str).collect();
     store.read_breakers(&providers).await?;
     store.settings_read().await?;

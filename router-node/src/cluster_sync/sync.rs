@@ -13,14 +13,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use switchyard_shared::store::connections::RESYNC_CHUNK;
 use switchyard_shared::store::{StoreError, Subscriber, SubscriberEvent};
 use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
+use tokio::sync::mpsc;
 
 use switchyard_shared::Millis;
 
 use super::remote::{self, Applied};
 use super::{RuntimeSource, adopt, settings};
-use crate::actors::ConnSnapshot;
+use crate::actors::{ConnHandle, ConnSnapshot};
 use crate::cluster::{Cluster, wall_ms};
 use crate::metrics::cluster::EventResult;
 use crate::runtime::Runtime;
@@ -45,7 +47,15 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
                     SubscriberEvent::Connected => {
                         cluster.sync.set_subscribed(true);
                         tracing::info!("cluster events subscribed; resynchronising");
-                        resync_logged(&cluster, &runtime()).await;
+                        let mut inbox = Inbox { rx: &mut rx, runtime: &runtime, again: false };
+                        // A resubscription seen during the resync asks for another (bounded).
+                        for _ in 0..3 {
+                            inbox.again = false;
+                            resync_logged(&cluster, &runtime(), &mut inbox).await;
+                            if !inbox.again {
+                                break;
+                            }
+                        }
                     }
                     SubscriberEvent::Disconnected => {
                         cluster.sync.set_subscribed(false);
@@ -57,7 +67,8 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
             }
             _ = reconcile.tick() => {
                 if cluster.sync.subscribed() {
-                    resync_logged(&cluster, &runtime()).await;
+                    let mut inbox = Inbox { rx: &mut rx, runtime: &runtime, again: false };
+                    resync_logged(&cluster, &runtime(), &mut inbox).await;
                 }
                 let drops = handle.dropped();
                 for _ in reported_drops..drops {
@@ -121,8 +132,39 @@ async fn on_message(cluster: &Cluster, runtime: &RuntimeSource, bytes: &[u8]) {
     }
 }
 
-async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
-    match resync(cluster, rt).await {
+/// The events that arrive while a resync runs: applied between its chunks, so a full scan
+/// never holds event application for longer than one chunk's read.
+struct Inbox<'a> {
+    rx: &'a mut mpsc::Receiver<SubscriberEvent>,
+    runtime: &'a RuntimeSource,
+    /// A resubscription arrived: what was published meanwhile needs another resync.
+    again: bool,
+}
+
+impl Inbox<'_> {
+    /// Applies what is waiting (at most one buffer's worth).
+    async fn drain(&mut self, cluster: &Cluster) {
+        for _ in 0..EVENT_BUFFER {
+            match self.rx.try_recv() {
+                Ok(SubscriberEvent::Message(bytes)) => {
+                    on_message(cluster, self.runtime, &bytes).await;
+                }
+                Ok(SubscriberEvent::Connected) => {
+                    cluster.sync.set_subscribed(true);
+                    self.again = true;
+                }
+                Ok(SubscriberEvent::Disconnected) => {
+                    cluster.sync.set_subscribed(false);
+                    tracing::warn!("cluster events lost; serving on local state");
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+async fn resync_logged(cluster: &Cluster, rt: &Runtime, inbox: &mut Inbox<'_>) {
+    match resync(cluster, rt, inbox).await {
         Ok(()) => {}
         Err(e) => tracing::warn!(error = %e, "cluster resync failed; retrying later"),
     }
@@ -132,15 +174,59 @@ async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
 /// connection whose record version is newer than the one this node adopted is made equal to
 /// Redis's record, lowering as well as raising ([`adopt`]); only those connections' lockouts
 /// are read, pipelined.
-pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
-    let store = &cluster.store;
+///
+/// The connections go in chunks of [`RESYNC_CHUNK`]: each chunk is read, adopted, and then the
+/// events that arrived meanwhile are applied before the next chunk is read. So an event is
+/// held back by one chunk at most, and it is still applied after any read of its connection
+/// that could predate it (an event is published after its write, so a later chunk's read
+/// includes it) — the order a resync that blocks events would give.
+async fn resync(cluster: &Cluster, rt: &Runtime, inbox: &mut Inbox<'_>) -> Result<(), StoreError> {
     let versions = &cluster.versions;
     versions.begin_resync(std::ptr::from_ref(rt) as usize);
-    let conns: Vec<&str> = rt.connections.iter().map(|c| &*c.id).collect();
+    let mut adopted = 0usize;
+    for chunk in rt.connections.chunks(RESYNC_CHUNK) {
+        adopted += adopt_chunk(cluster, rt, chunk).await?;
+        inbox.drain(cluster).await;
+    }
+    if adopted > 0 {
+        tracing::debug!(adopted, "connection records adopted from Redis");
+    }
+    let store = &cluster.store;
+    let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
+    for b in store.read_breakers(&providers).await? {
+        if b.phase != BreakerPhase::Closed || b.generation > 0 {
+            remote::to_breaker(
+                rt,
+                &b.provider,
+                b.phase,
+                b.generation,
+                b.retry_after_ms,
+                true,
+            );
+        }
+    }
+    settings::pull(cluster, rt, None).await?;
+    cluster.metrics.resynced();
+    cluster
+        .sync
+        .last_resync_ms
+        .store(wall_ms(), std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Reads one chunk of connection records and adopts those whose version moved; returns how
+/// many were adopted.
+async fn adopt_chunk(
+    cluster: &Cluster,
+    rt: &Runtime,
+    chunk: &[Arc<ConnHandle>],
+) -> Result<usize, StoreError> {
+    let store = &cluster.store;
+    let versions = &cluster.versions;
+    let conns: Vec<&str> = chunk.iter().map(|c| &*c.id).collect();
     let states = store.read_connection_states(&conns).await?;
-    // The lockouts of every connection to adopt, in pipelined round trips, not one each.
-    let moved: Vec<(&std::sync::Arc<crate::actors::ConnHandle>, _)> = rt
-        .connections
+    // The lockouts of every connection to adopt, pipelined, not one round trip each.
+    let moved: Vec<(&Arc<ConnHandle>, _)> = chunk
         .iter()
         .zip(states)
         .filter(|(handle, state)| versions.should_adopt(&handle.id, state.version))
@@ -162,29 +248,7 @@ pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
         versions.adopted(&handle.id, state.version);
         adopted += 1;
     }
-    if adopted > 0 {
-        tracing::debug!(adopted, "connection records adopted from Redis");
-    }
-    let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
-    for b in store.read_breakers(&providers).await? {
-        if b.phase != BreakerPhase::Closed || b.generation > 0 {
-            remote::to_breaker(
-                rt,
-                &b.provider,
-                b.phase,
-                b.generation,
-                b.retry_after_ms,
-                true,
-            );
-        }
-    }
-    settings::pull(cluster, rt, None).await?;
-    cluster.metrics.resynced();
-    cluster
-        .sync
-        .last_resync_ms
-        .store(wall_ms(), std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+    Ok(adopted)
 }
 
 /// The part of a connection's snapshot that the shared record covers.
