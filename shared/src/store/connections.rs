@@ -310,9 +310,9 @@ impl RedisStore {
     /// lockouts ([`RedisStore::read_lockouts_many`]) share that version.
     ///
     /// Pipelined in chunks of [`RESYNC_CHUNK`] connections (`TIME`, then one `HMGET` each),
-    /// each chunk its own bounded command: at ten thousand connections one pipeline would hold
-    /// the multiplexed connection, and the request path's fences and buckets behind it, for
-    /// longer than a command may take.
+    /// each chunk its own bounded command (at ten thousand connections one pipeline takes
+    /// longer than a command may), on the store's bulk connection, so the request path's
+    /// fences and buckets never wait behind it.
     pub async fn read_connection_states(
         &self,
         conns: &[&str],
@@ -342,7 +342,7 @@ impl RedisStore {
                 .arg("reinstated");
         }
         let reply: Vec<Value> = self
-            .run(
+            .run_bulk(
                 CMD,
                 |mut con| async move { pipe.query_async(&mut con).await },
             )

@@ -222,7 +222,7 @@ impl RedisStore {
             pipe.cmd("SMEMBERS").arg(self.keys().lockout_index(conn));
         }
         let members: Vec<Vec<String>> = self
-            .run("lockout_index", |mut con| async move {
+            .run_bulk("lockout_index", |mut con| async move {
                 pipe.query_async(&mut con).await
             })
             .await?;
@@ -249,7 +249,7 @@ impl RedisStore {
             pipe.invoke_script(&inv);
         }
         let replies: Vec<Value> = self
-            .run(
+            .run_bulk(
                 CMD,
                 |mut con| async move { pipe.query_async(&mut con).await },
             )
