@@ -32,6 +32,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+
 use clap::Parser;
 use serde::Serialize;
 use switchyard_shared::outcome::FailureReason;
@@ -346,7 +349,7 @@ async fn measure(
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     let (total, per) = after.calls_since(&before);
     let mut ranked: Vec<(String, u64)> = per.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
     Ok(Load {
         commands_per_sec: total as f64 / secs,
         cpu_percent: (after.cpu_secs - before.cpu_secs).max(0.0) / secs * 100.0,
@@ -506,26 +509,32 @@ async fn probe(
 }
 
 fn print(cli: &Cli, r: &Report) {
+    let mut out = String::new();
     if cli.json {
         match serde_json::to_string_pretty(r) {
-            Ok(text) => println!("{text}"),
-            Err(e) => eprintln!("switchyard-sim: {e}"),
+            Ok(text) => out.push_str(&text),
+            Err(e) => out.push_str(&format!("{{\"error\": \"{e}\"}}")),
         }
+        emit(&out);
         return;
     }
-    println!(
+    let _ = writeln!(
+        out,
         "switchyard-sim: {} nodes × {} connections, {:.0} s, {} failures/s",
         r.nodes, r.connections, r.duration_secs, r.failure_rate
     );
-    println!(
+    let _ = writeln!(
+        out,
         "idle:  {:>9.0} Redis commands/s, Redis CPU {:>5.1} %  top {:?}",
         r.idle.commands_per_sec, r.idle.cpu_percent, r.idle.top
     );
-    println!(
+    let _ = writeln!(
+        out,
         "load:  {:>9.0} Redis commands/s, Redis CPU {:>5.1} %  top {:?}",
         r.load.commands_per_sec, r.load.cpu_percent, r.load.top
     );
-    println!(
+    let _ = writeln!(
+        out,
         "events: {} published, {} deliveries, propagation p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         r.events_published,
         r.propagation.count,
@@ -533,11 +542,13 @@ fn print(cli: &Cli, r: &Report) {
         r.propagation.p99_ms,
         r.propagation.max_ms
     );
-    println!(
+    let _ = writeln!(
+        out,
         "full resync: cold {:.0} ms, warm p50 {:.0} ms (n={}), failures {}",
         r.resync_cold_ms, r.resync_warm.p50_ms, r.resync_warm.count, r.resync_failures
     );
-    println!(
+    let _ = writeln!(
+        out,
         "request path: during resync p50 {:.2} ms p99 {:.2} ms max {:.2} ms ({} errors); \
          baseline p50 {:.2} ms p99 {:.2} ms",
         r.request_during_resync.p50_ms,
@@ -547,7 +558,8 @@ fn print(cli: &Cli, r: &Report) {
         r.request_baseline.p50_ms,
         r.request_baseline.p99_ms
     );
-    println!(
+    let _ = writeln!(
+        out,
         "| {} × {} | {:.0} | {:.0} % | {:.0} | {:.1} / {:.1} | {:.0} / {:.0} | {:.2} / {:.2} |",
         r.nodes,
         r.connections,
@@ -561,4 +573,12 @@ fn print(cli: &Cli, r: &Report) {
         r.request_during_resync.p50_ms,
         r.request_during_resync.p99_ms
     );
+    emit(&out);
+}
+
+/// The report goes to stdout: that is this program's output.
+fn emit(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.write_all(b"\n");
 }

@@ -94,7 +94,7 @@ async fn bulk_reads_match_the_single_reads_across_chunks() {
             v.sort_by(|a, b| a.model.cmp(&b.model));
             // Remaining times differ by the time between the two reads.
             for r in v.iter_mut() {
-                r.remaining_ms = r.remaining_ms / 10_000;
+                r.remaining_ms /= 10_000;
             }
         }
         assert_eq!(bulk, single, "{conn}");
