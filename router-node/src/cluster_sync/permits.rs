@@ -11,6 +11,11 @@
 //! while it holds unused permits or is short of them). With Redis unreachable the gate falls
 //! back to a local share, `ceil(cap / live_nodes)`.
 //!
+//! An idle connection makes no Redis calls: once Redis has acknowledged a report of zero
+//! permits, the task asks again only when demand appears ([`needs_redis`]). A node holding
+//! nothing has nothing to renew, and at thousands of capped connections per node the
+//! once-a-second renewals of idle ones were most of a cluster's Redis load.
+//!
 //! A config reload builds new connection handles with new gates while requests started
 //! before it finish on the old ones. A task is therefore keyed by connection id, follows the
 //! current runtime, and counts the permits still held on retired gates (which it empties and
@@ -71,6 +76,7 @@ fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>)
                 cell: cell.clone(),
                 running: running.clone(),
                 handles: vec![conn.clone()],
+                quiet: false,
             };
             actix_web::rt::spawn(task.run());
         }
@@ -83,6 +89,8 @@ struct Task {
     running: Arc<Mutex<HashSet<String>>>,
     /// The current handle last, retired ones (still draining) before it.
     handles: Vec<Arc<ConnHandle>>,
+    /// Redis acknowledged that this node holds none of the connection's permits.
+    quiet: bool,
 }
 
 impl Task {
@@ -140,16 +148,24 @@ impl Task {
                 .max(gate.limit())
                 .saturating_add(retired)
                 .min(cap.max(retired.saturating_add(gate.limit())));
-            let granted = match cluster
-                .store
-                .permits_acquire(&self.id, &cluster.node_id, ask, cap, PERMIT_TTL_MS)
-                .await
-            {
-                Ok(granted) => granted,
-                Err(e) => {
-                    tracing::debug!(connection = %self.id, error = %e,
-                        "cluster permits unavailable; using the local share");
-                    local_share(cap, live_nodes(&rt))
+            let granted = if !needs_redis(ask, self.quiet) {
+                0
+            } else {
+                match cluster
+                    .store
+                    .permits_acquire(&self.id, &cluster.node_id, ask, cap, PERMIT_TTL_MS)
+                    .await
+                {
+                    Ok(granted) => {
+                        self.quiet = ask == 0;
+                        granted
+                    }
+                    Err(e) => {
+                        self.quiet = false;
+                        tracing::debug!(connection = %self.id, error = %e,
+                            "cluster permits unavailable; using the local share");
+                        local_share(cap, live_nodes(&rt))
+                    }
                 }
             };
             resize(gate, granted.saturating_sub(retired));
@@ -174,6 +190,12 @@ impl Task {
     }
 }
 
+/// Whether the task must talk to Redis: always, unless it wants nothing and Redis already
+/// knows it holds nothing (an idle connection stays quiet until demand wakes its task).
+fn needs_redis(ask: u32, quiet: bool) -> bool {
+    ask > 0 || !quiet
+}
+
 /// Moves the gate's limit toward `target`, removing only free permits when lowering.
 fn resize(gate: &Gate, target: u32) {
     let limit = gate.limit();
@@ -181,5 +203,17 @@ fn resize(gate: &Gate, target: u32) {
         gate.grow(target - limit);
     } else if target < limit {
         gate.shrink(limit - target);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_redis;
+
+    #[test]
+    fn only_an_acknowledged_idle_connection_skips_redis() {
+        assert!(needs_redis(1, true), "demand always asks");
+        assert!(needs_redis(0, false), "a report of zero is made once");
+        assert!(!needs_redis(0, true), "then nothing until demand");
     }
 }

@@ -13,14 +13,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use switchyard_shared::store::connections::RESYNC_CHUNK;
 use switchyard_shared::store::{StoreError, Subscriber, SubscriberEvent};
 use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
+use tokio::sync::mpsc;
 
 use switchyard_shared::Millis;
 
 use super::remote::{self, Applied};
 use super::{RuntimeSource, adopt, settings};
-use crate::actors::ConnSnapshot;
+use crate::actors::{ConnHandle, ConnSnapshot};
 use crate::cluster::{Cluster, wall_ms};
 use crate::metrics::cluster::EventResult;
 use crate::runtime::Runtime;
@@ -52,7 +54,15 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
                     SubscriberEvent::Connected => {
                         cluster.sync.set_subscribed(true);
                         tracing::info!("cluster events subscribed; resynchronising");
-                        resync_logged(&cluster, &runtime()).await;
+                        let mut inbox = Inbox { rx: &mut rx, runtime: &runtime, again: false };
+                        // A resubscription seen during the resync asks for another (bounded).
+                        for _ in 0..3 {
+                            inbox.again = false;
+                            resync_logged(&cluster, &runtime(), &mut inbox).await;
+                            if !inbox.again {
+                                break;
+                            }
+                        }
                     }
                     SubscriberEvent::Disconnected => {
                         cluster.sync.set_subscribed(false);
@@ -64,7 +74,8 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
             }
             _ = reconcile.tick() => {
                 if cluster.sync.subscribed() {
-                    resync_logged(&cluster, &runtime()).await;
+                    let mut inbox = Inbox { rx: &mut rx, runtime: &runtime, again: false };
+                    resync_logged(&cluster, &runtime(), &mut inbox).await;
                 } else if cluster.store.is_sentinel() {
                     // The subscriber keeps reconnecting to the server it was built for, which
                     // after a failover is the old master: build it again for the master the
@@ -145,8 +156,39 @@ async fn on_message(cluster: &Cluster, runtime: &RuntimeSource, bytes: &[u8]) {
     }
 }
 
-async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
-    match resync(cluster, rt).await {
+/// The events that arrive while a resync runs: applied between its chunks, so a full scan
+/// never holds event application for longer than one chunk's read.
+struct Inbox<'a> {
+    rx: &'a mut mpsc::Receiver<SubscriberEvent>,
+    runtime: &'a RuntimeSource,
+    /// A resubscription arrived: what was published meanwhile needs another resync.
+    again: bool,
+}
+
+impl Inbox<'_> {
+    /// Applies what is waiting (at most one buffer's worth).
+    async fn drain(&mut self, cluster: &Cluster) {
+        for _ in 0..EVENT_BUFFER {
+            match self.rx.try_recv() {
+                Ok(SubscriberEvent::Message(bytes)) => {
+                    on_message(cluster, self.runtime, &bytes).await;
+                }
+                Ok(SubscriberEvent::Connected) => {
+                    cluster.sync.set_subscribed(true);
+                    self.again = true;
+                }
+                Ok(SubscriberEvent::Disconnected) => {
+                    cluster.sync.set_subscribed(false);
+                    tracing::warn!("cluster events lost; serving on local state");
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+async fn resync_logged(cluster: &Cluster, rt: &Runtime, inbox: &mut Inbox<'_>) {
+    match resync(cluster, rt, inbox).await {
         Ok(()) => {}
         Err(e) => tracing::warn!(error = %e, "cluster resync failed; retrying later"),
     }
@@ -155,35 +197,25 @@ async fn resync_logged(cluster: &Cluster, rt: &Runtime) {
 /// Reads every configured connection record, breaker and the settings from Redis. A
 /// connection whose record version is newer than the one this node adopted is made equal to
 /// Redis's record, lowering as well as raising ([`adopt`]); only those connections' lockouts
-/// are read.
-pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
-    let store = &cluster.store;
+/// are read, pipelined.
+///
+/// The connections go in chunks of [`RESYNC_CHUNK`]: each chunk is read, adopted, and then the
+/// events that arrived meanwhile are applied before the next chunk is read. So an event is
+/// held back by one chunk at most, and it is still applied after any read of its connection
+/// that could predate it (an event is published after its write, so a later chunk's read
+/// includes it) — the order a resync that blocks events would give.
+async fn resync(cluster: &Cluster, rt: &Runtime, inbox: &mut Inbox<'_>) -> Result<(), StoreError> {
     let versions = &cluster.versions;
     versions.begin_resync(std::ptr::from_ref(rt) as usize);
-    let conns: Vec<&str> = rt.connections.iter().map(|c| &*c.id).collect();
-    let states = store.read_connection_states(&conns).await?;
     let mut adopted = 0usize;
-    for (handle, state) in rt.connections.iter().zip(states) {
-        if !versions.should_adopt(&handle.id, state.version) {
-            continue;
-        }
-        let lockouts = store.read_lockouts(&handle.id).await?;
-        // Checked again after the await: a local change may have been made meanwhile.
-        if !versions.should_adopt(&handle.id, state.version) {
-            continue;
-        }
-        let now = rt.clock.now();
-        let local = local_view(&handle.load(), now);
-        let reinstated = state.reinstated > versions.adopted_version(&handle.id);
-        for change in adopt::plan(&local, &state.record, &lockouts, reinstated, now) {
-            remote::to_connection(rt, &handle.id, change);
-        }
-        versions.adopted(&handle.id, state.version);
-        adopted += 1;
+    for chunk in rt.connections.chunks(RESYNC_CHUNK) {
+        adopted += adopt_chunk(cluster, rt, chunk).await?;
+        inbox.drain(cluster).await;
     }
     if adopted > 0 {
         tracing::debug!(adopted, "connection records adopted from Redis");
     }
+    let store = &cluster.store;
     let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
     for b in store.read_breakers(&providers).await? {
         if b.phase != BreakerPhase::Closed || b.generation > 0 {
@@ -204,6 +236,43 @@ pub async fn resync(cluster: &Cluster, rt: &Runtime) -> Result<(), StoreError> {
         .last_resync_ms
         .store(wall_ms(), std::sync::atomic::Ordering::Relaxed);
     Ok(())
+}
+
+/// Reads one chunk of connection records and adopts those whose version moved; returns how
+/// many were adopted.
+async fn adopt_chunk(
+    cluster: &Cluster,
+    rt: &Runtime,
+    chunk: &[Arc<ConnHandle>],
+) -> Result<usize, StoreError> {
+    let store = &cluster.store;
+    let versions = &cluster.versions;
+    let conns: Vec<&str> = chunk.iter().map(|c| &*c.id).collect();
+    let states = store.read_connection_states(&conns).await?;
+    // The lockouts of every connection to adopt, pipelined, not one round trip each.
+    let moved: Vec<(&Arc<ConnHandle>, _)> = chunk
+        .iter()
+        .zip(states)
+        .filter(|(handle, state)| versions.should_adopt(&handle.id, state.version))
+        .collect();
+    let ids: Vec<&str> = moved.iter().map(|(h, _)| &*h.id).collect();
+    let lockouts = store.read_lockouts_many(&ids).await?;
+    let mut adopted = 0usize;
+    for ((handle, state), lockouts) in moved.into_iter().zip(lockouts) {
+        // Checked again after the await: a local change may have been made meanwhile.
+        if !versions.should_adopt(&handle.id, state.version) {
+            continue;
+        }
+        let now = rt.clock.now();
+        let local = local_view(&handle.load(), now);
+        let reinstated = state.reinstated > versions.adopted_version(&handle.id);
+        for change in adopt::plan(&local, &state.record, &lockouts, reinstated, now) {
+            remote::to_connection(rt, &handle.id, change);
+        }
+        versions.adopted(&handle.id, state.version);
+        adopted += 1;
+    }
+    Ok(adopted)
 }
 
 /// The part of a connection's snapshot that the shared record covers.

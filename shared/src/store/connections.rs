@@ -29,6 +29,11 @@ use crate::outcome::{FailureReason, TerminalStatus};
 /// (the level decays on successes, not on time).
 pub const LEVEL_RETENTION_MS: Millis = 24 * 60 * 60 * 1000;
 
+/// Connections per pipeline in the resync reads: small enough that one chunk takes a
+/// fraction of a command timeout, large enough that ten thousand connections take 20 round
+/// trips.
+pub const RESYNC_CHUNK: usize = 500;
+
 /// Longest last-error text stored (characters).
 const LAST_ERROR_MAX_CHARS: usize = crate::cooldown::LAST_ERROR_MAX_CHARS;
 
@@ -299,14 +304,27 @@ impl RedisStore {
             .collect())
     }
 
-    /// The resync read: every connection's record with its version, in one round trip,
-    /// including records whose last write was a clear (clean, with the clear's version). A
-    /// node adopts a record whose version is newer than the one it holds, lowering as well as
-    /// raising; the connection's lockouts ([`RedisStore::read_lockouts`]) share that version.
+    /// The resync read: every connection's record with its version, including records whose
+    /// last write was a clear (clean, with the clear's version). A node adopts a record whose
+    /// version is newer than the one it holds, lowering as well as raising; the connection's
+    /// lockouts ([`RedisStore::read_lockouts_many`]) share that version.
+    ///
+    /// Pipelined in chunks of [`RESYNC_CHUNK`] connections (`TIME`, then one `HMGET` each),
+    /// each chunk its own bounded command (at ten thousand connections one pipeline takes
+    /// longer than a command may), on the store's bulk connection, so the request path's
+    /// fences and buckets never wait behind it.
     pub async fn read_connection_states(
         &self,
         conns: &[&str],
     ) -> Result<Vec<ConnState>, StoreError> {
+        let mut states = Vec::with_capacity(conns.len());
+        for chunk in conns.chunks(RESYNC_CHUNK) {
+            states.extend(self.read_state_chunk(chunk).await?);
+        }
+        Ok(states)
+    }
+
+    async fn read_state_chunk(&self, conns: &[&str]) -> Result<Vec<ConnState>, StoreError> {
         const CMD: &str = "read_connections";
         if conns.is_empty() {
             return Ok(Vec::new());
@@ -324,7 +342,7 @@ impl RedisStore {
                 .arg("reinstated");
         }
         let reply: Vec<Value> = self
-            .run(
+            .run_bulk(
                 CMD,
                 |mut con| async move { pipe.query_async(&mut con).await },
             )

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 
 use redis::{Script, Value};
 
-use super::connections::conn_script;
+use super::connections::{RESYNC_CHUNK, conn_script};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies::{
@@ -25,8 +25,8 @@ use crate::outcome::FailureReason;
 static EXTEND: LazyLock<Script> = conn_script!("lua/lockout_extend_v2.lua");
 static DECAY: LazyLock<Script> = conn_script!("lua/lockout_decay_v2.lua");
 static CLEAR: LazyLock<Script> = conn_script!("lua/lockout_clear_v2.lua");
-static READ: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/lockout_read_v1.lua")));
+const READ_SOURCE: &str = include_str!("lua/lockout_read_v1.lua");
+static READ: LazyLock<Script> = LazyLock::new(|| Script::new(READ_SOURCE));
 
 /// Separates provider and model in index members (a control character no id contains).
 const MEMBER_SEP: char = '\u{1f}';
@@ -191,22 +191,76 @@ impl RedisStore {
                 inv.invoke_async(&mut con).await
             })
             .await?;
-        into_array(CMD, reply)?
-            .into_iter()
-            .map(|row| {
-                let f = array_of(CMD, row, 4)?;
-                let m = opt_string(CMD, &f[0])?.unwrap_or_default();
-                let (provider, model) = split_member(CMD, &m)?;
-                Ok(LockoutRecord {
-                    provider: provider.to_owned(),
-                    conn: conn.to_owned(),
-                    model: model.to_owned(),
-                    remaining_ms: uint_or_zero(CMD, &f[1])?,
-                    failure_count: u32_or_zero(CMD, &f[2])?,
-                    reason: opt_enum(CMD, &f[3])?,
-                })
+        parse_lockouts(CMD, conn, reply)
+    }
+
+    /// The live lockouts of many connections (a resync's connections whose version moved), in
+    /// two pipelined round trips per [`RESYNC_CHUNK`] connections instead of two sequential
+    /// ones per connection: the index sets, then the read script for those that have members.
+    /// The order follows `conns`.
+    pub async fn read_lockouts_many(
+        &self,
+        conns: &[&str],
+    ) -> Result<Vec<Vec<LockoutRecord>>, StoreError> {
+        let mut out = Vec::with_capacity(conns.len());
+        for chunk in conns.chunks(RESYNC_CHUNK) {
+            out.extend(self.read_lockouts_chunk(chunk).await?);
+        }
+        Ok(out)
+    }
+
+    async fn read_lockouts_chunk(
+        &self,
+        conns: &[&str],
+    ) -> Result<Vec<Vec<LockoutRecord>>, StoreError> {
+        const CMD: &str = "read_lockouts";
+        if conns.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for conn in conns {
+            pipe.cmd("SMEMBERS").arg(self.keys().lockout_index(conn));
+        }
+        let members: Vec<Vec<String>> = self
+            .run_bulk("lockout_index", |mut con| async move {
+                pipe.query_async(&mut con).await
             })
-            .collect()
+            .await?;
+        if members.len() != conns.len() {
+            return Err(protocol(CMD, "SMEMBERS reply count"));
+        }
+        let locked: Vec<(usize, Vec<String>)> = members
+            .into_iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .collect();
+        let mut out = vec![Vec::new(); conns.len()];
+        if locked.is_empty() {
+            return Ok(out);
+        }
+        // A pipelined EVALSHA is not retried after NOSCRIPT, so the pipeline loads it first.
+        let mut pipe = redis::pipe();
+        pipe.cmd("SCRIPT").arg("LOAD").arg(READ_SOURCE).ignore();
+        for (i, m) in &locked {
+            let mut inv = READ.key(self.keys().lockout_index(conns[*i]));
+            for member in m {
+                inv.key(self.member_key(conns[*i], member)?).arg(member);
+            }
+            pipe.invoke_script(&inv);
+        }
+        let replies: Vec<Value> = self
+            .run_bulk(
+                CMD,
+                |mut con| async move { pipe.query_async(&mut con).await },
+            )
+            .await?;
+        if replies.len() != locked.len() {
+            return Err(protocol(CMD, "script reply count"));
+        }
+        for ((i, _), reply) in locked.iter().zip(replies) {
+            out[*i] = parse_lockouts(CMD, conns[*i], reply)?;
+        }
+        Ok(out)
     }
 
     async fn lockout_members(&self, conn: &str) -> Result<Vec<String>, StoreError> {
@@ -246,6 +300,30 @@ impl RedisStore {
         let (provider, model) = split_member("lockout_index", m)?;
         Ok(self.keys().lockout(provider, conn, model))
     }
+}
+
+/// The read script's rows as records.
+fn parse_lockouts(
+    command: &'static str,
+    conn: &str,
+    reply: Value,
+) -> Result<Vec<LockoutRecord>, StoreError> {
+    into_array(command, reply)?
+        .into_iter()
+        .map(|row| {
+            let f = array_of(command, row, 4)?;
+            let m = opt_string(command, &f[0])?.unwrap_or_default();
+            let (provider, model) = split_member(command, &m)?;
+            Ok(LockoutRecord {
+                provider: provider.to_owned(),
+                conn: conn.to_owned(),
+                model: model.to_owned(),
+                remaining_ms: uint_or_zero(command, &f[1])?,
+                failure_count: u32_or_zero(command, &f[2])?,
+                reason: opt_enum(command, &f[3])?,
+            })
+        })
+        .collect()
 }
 
 fn split_member<'a>(command: &'static str, m: &'a str) -> Result<(&'a str, &'a str), StoreError> {

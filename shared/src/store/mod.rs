@@ -9,9 +9,10 @@
 //! - [`keys`]: every key name, hash-tagged so each script's keys share one Redis Cluster slot.
 //! - [`health`]: the pure Up/Degraded/Down policy that lets a node skip Redis while it is down
 //!   instead of paying a timeout per call.
-//! - [`RedisStore`]: the connection (a `ConnectionManager`), the timeout on every command, the
-//!   health gate and the command observer (latency/error metrics). The operations live in
-//!   one module per concern, each with its versioned Lua scripts under `lua/`.
+//! - [`RedisStore`]: the connections (a `ConnectionManager` for commands, a second one for the
+//!   resync's bulk reads), the timeout on every command, the health gate and the command
+//!   observer (latency/error metrics). The operations live in one module per concern, each
+//!   with its versioned Lua scripts under `lua/`.
 //! - [`connections`], [`lockouts`]: extend-only cooldowns, sticky terminal states and model
 //!   lockouts, with the cluster-wide thundering-herd guard inside the scripts.
 //! - [`breaker`]: windowed failure counting, transitions and the single fenced half-open probe.

@@ -1,7 +1,10 @@
 //! The Redis connection every store operation goes through.
 //!
-//! One `ConnectionManager` (multiplexed, reconnects by itself) carries all commands; pub/sub
-//! uses its own connection (see the subscriber). [`RedisStore::run`] is the only way to reach
+//! One `ConnectionManager` (multiplexed, reconnects by itself) carries the commands; a second
+//! one carries bulk reads ([`RedisStore::run_bulk`]: the resync's scans), so a pipeline of
+//! hundreds of reads never sits ahead of a lease fence or a bucket take on the same socket;
+//! pub/sub uses its own connection (see the subscriber). The bulk connection is made on its
+//! first use. [`RedisStore::run`] is the only way to reach
 //! Redis: it skips the call while the health tracker says Redis is down, bounds it by the
 //! per-command timeout, feeds the result back into the tracker and reports it to the
 //! [`StoreObserver`] (metrics). So no caller can wait on Redis for longer than the timeout.
@@ -63,6 +66,8 @@ pub struct RedisStore {
     client: Mutex<Client>,
     /// `None` in sentinel mode until the master is known, and again after a failed command.
     manager: Mutex<Option<ConnectionManager>>,
+    /// The bulk lane's connection, the same way.
+    bulk: Mutex<Option<ConnectionManager>>,
     manager_config: redis::aio::ConnectionManagerConfig,
     sentinel: Option<SentinelTarget>,
     keys: KeySpace,
@@ -95,16 +100,18 @@ impl RedisStore {
             // must stay shorter than one command timeout.
             .set_number_of_retries(1)
             .set_max_delay(timeout);
-        let manager = match sentinel {
-            Some(_) => None,
-            None => Some(
-                ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
-                    .map_err(|e| StoreError::Config(e.to_string()))?,
-            ),
+        let lazy = || match sentinel {
+            Some(_) => Ok(None),
+            None => ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
+                .map(Some)
+                .map_err(|e| StoreError::Config(e.to_string())),
         };
+        let manager = lazy()?;
+        let bulk = lazy()?;
         Ok(Self {
             client: Mutex::new(client),
             manager: Mutex::new(manager),
+            bulk: Mutex::new(bulk),
             manager_config,
             sentinel,
             keys: KeySpace::new(config.key_prefix.clone()),
@@ -161,6 +168,33 @@ impl RedisStore {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        self.run_on(Lane::Request, command, f).await
+    }
+
+    /// [`RedisStore::run`] on the bulk connection: for large reads that must not delay the
+    /// request path's commands.
+    pub(crate) async fn run_bulk<T, F, Fut>(
+        &self,
+        command: &'static str,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        self.run_on(Lane::Bulk, command, f).await
+    }
+
+    async fn run_on<T, F, Fut>(
+        &self,
+        lane: Lane,
+        command: &'static str,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
         let now = self.elapsed_ms();
         let admitted = self.health.lock().map(|mut h| h.admit(now)).unwrap_or(true);
         if !admitted {
@@ -168,7 +202,7 @@ impl RedisStore {
         }
         let started = Instant::now();
         let call = async {
-            let manager = self.manager().await?;
+            let manager = self.manager(lane).await?;
             f(manager).await
         };
         let result = match tokio::time::timeout(self.timeout, call).await {
@@ -189,15 +223,23 @@ impl RedisStore {
             )
         {
             // The master may have moved: ask the sentinel again on the next command.
-            self.set_manager(None);
+            self.forget_connections();
         }
         self.record(&result);
         result
     }
 
-    /// The multiplexed connection; in sentinel mode found through the sentinel when unknown.
-    async fn manager(&self) -> RedisResult<ConnectionManager> {
-        if let Some(m) = self.manager.lock().ok().and_then(|m| m.clone()) {
+    fn slot(&self, lane: Lane) -> &Mutex<Option<ConnectionManager>> {
+        match lane {
+            Lane::Request => &self.manager,
+            Lane::Bulk => &self.bulk,
+        }
+    }
+
+    /// The lane's multiplexed connection; in sentinel mode found through the sentinel when
+    /// unknown.
+    async fn manager(&self, lane: Lane) -> RedisResult<ConnectionManager> {
+        if let Some(m) = self.slot(lane).lock().ok().and_then(|m| m.clone()) {
             return Ok(m);
         }
         let Some(sentinel) = &self.sentinel else {
@@ -212,13 +254,19 @@ impl RedisStore {
         if let Ok(mut c) = self.client.lock() {
             *c = client;
         }
-        self.set_manager(Some(manager.clone()));
+        if let Ok(mut m) = self.slot(lane).lock() {
+            *m = Some(manager.clone());
+        }
         Ok(manager)
     }
 
-    fn set_manager(&self, manager: Option<ConnectionManager>) {
+    /// Forgets both lanes' connections (sentinel mode: the master may have moved).
+    fn forget_connections(&self) {
         if let Ok(mut m) = self.manager.lock() {
-            *m = manager;
+            *m = None;
+        }
+        if let Ok(mut b) = self.bulk.lock() {
+            *b = None;
         }
     }
 
@@ -279,6 +327,15 @@ impl RedisStore {
     fn elapsed_ms(&self) -> Millis {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(Millis::MAX)
     }
+}
+
+/// Which connection a command takes.
+#[derive(Debug, Clone, Copy)]
+enum Lane {
+    /// Leases, fences, buckets, permits, writes: short commands that requests wait on.
+    Request,
+    /// The resync's scans.
+    Bulk,
 }
 
 /// Client errors may quote the URL; never let a password in it reach a log.

@@ -15,6 +15,7 @@ mod leases;
 mod members;
 mod operator;
 mod outage;
+mod permits_idle;
 mod probe;
 mod sentinel;
 mod settings;

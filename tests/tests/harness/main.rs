@@ -1,4 +1,5 @@
-//! The test tools themselves: the mock upstream and the fault-injecting TCP proxy.
+//! The test tools themselves: the mock upstream, the fault-injecting TCP proxy and the scale
+//! simulator.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -7,3 +8,4 @@ mod support;
 
 mod fault_proxy;
 mod mock_upstream;
+mod sim;

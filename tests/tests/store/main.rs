@@ -9,6 +9,7 @@ mod support;
 mod breaker_model;
 mod events;
 mod leases;
+mod resync_reads;
 mod state;
 mod topologies;
 mod versions;
