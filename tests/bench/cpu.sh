@@ -12,7 +12,7 @@
 # Two figures per process:
 #   instr/req  instructions per request, counted by callgrind (tests/bench/callgrind.sh,
 #              --cg-requests, default 2000): independent of machine load;
-#   cpu µs/req user+system CPU time from /proc/PID/stat over --requests (default 20000)
+#   cpu µs/req user+system CPU time from /proc/PID/stat over --requests (default 100000)
 #              requests at saturation (oha -c 4, no rate limit): no wall clock involved, but
 #              cache and frequency effects of a busy machine still show.
 # The ratios node/minimal are printed against the targets (JSON ≤ 3.0×, SSE ≤ 2.5×).
@@ -27,7 +27,7 @@ NODE_BIN=$TARGET_DIR/release/switchyard-node
 MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
 MINIMAL_BIN=$TARGET_DIR/release/switchyard-mock-minimal
 HELPER=$ROOT/tests/bench/bench.py
-REQUESTS=20000
+REQUESTS=100000
 CG_REQUESTS=2000
 REPEAT=1
 CPU_ONLY=false
@@ -70,6 +70,9 @@ trap 'exit 130' INT TERM
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 start_upstream() { # bin name -> sets UP_ADDR, UP_PID
+	# Removed first: the redirect below truncates it only once the child runs, and the loop
+	# must not read the previous process's address.
+	rm -f "$OUT/$2.out"
 	"$1" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/$2.out" 2>"$OUT/$2.err" &
 	UP_PID=$!
 	PIDS+=("$UP_PID")
@@ -120,7 +123,7 @@ cpu_us() { # pid url model stream tag
 	before=$(ticks "$1")
 	load "$2" "$3" "$4" "$REQUESTS" "$5"
 	after=$(ticks "$1")
-	python3 -c "print(f'{($after - $before) / $TICK / $REQUESTS * 1e6:.1f}')"
+	python3 -c "print(f'{($after - $before) / $TICK / $REQUESTS * 1e6:.1f}')" | tee "$OUT/cpu-$5.txt"
 }
 
 instr() { # callgrind.sh args... -> instructions per request
