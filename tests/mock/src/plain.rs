@@ -18,7 +18,9 @@ use super::wire::{Reply, openai};
 
 /// Shapes kept; the oldest is dropped beyond this, so varied traffic cannot grow the cache.
 const MAX_TEMPLATES: usize = 32;
-const ID_PREFIX: &[u8] = b"\"chatcmpl-";
+/// The id field as serde writes it; the key is part of the pattern so that a model named
+/// `chatcmpl-…` is never taken for an id.
+const ID_KEY: &[u8] = b"\"id\":\"";
 const CREATED_KEY: &[u8] = b"\"created\":";
 
 /// One cached answer and where its varying fields sit.
@@ -52,8 +54,8 @@ impl Template {
         let bytes = render(reply, stream);
         let mut id_at = Vec::new();
         let mut id_len = None;
-        for start in find_all(&bytes, ID_PREFIX) {
-            let at = start + 1;
+        for start in find_all(&bytes, ID_KEY) {
+            let at = start + ID_KEY.len();
             let len = bytes.get(at..)?.iter().position(|&b| b == b'"')?;
             if *id_len.get_or_insert(len) != len {
                 return None;
@@ -167,7 +169,7 @@ mod tests {
 
     fn reply(chunks: u32) -> Reply {
         Reply {
-            model: "m".to_owned(),
+            model: "chatcmpl-as-a-model-name".to_owned(),
             input_tokens: 7,
             chunks,
             reasoning_chunks: 0,
@@ -179,8 +181,8 @@ mod tests {
 
     fn ids_of(bytes: &[u8]) -> Vec<String> {
         let text = std::str::from_utf8(bytes).unwrap_or_default();
-        text.match_indices("\"chatcmpl-")
-            .map(|(i, _)| text[i + 1..].split('"').next().unwrap_or("").to_owned())
+        text.match_indices("\"id\":\"")
+            .map(|(i, _)| text[i + 6..].split('"').next().unwrap_or("").to_owned())
             .collect()
     }
 
@@ -189,11 +191,12 @@ mod tests {
         let cache = PlainAnswers::default();
         for stream in [false, true] {
             let a = cache.answer(&reply(5), stream);
+            assert!(String::from_utf8_lossy(&a).contains("\"model\":\"chatcmpl-as-a-model-name\""));
             let b = cache.answer(&reply(5), stream);
             let fresh = render(&reply(5), stream);
             assert_eq!(a.len(), fresh.len());
             let (ia, ib) = (ids_of(&a), ids_of(&b));
-            assert!(!ia.is_empty());
+            assert!(!ia.is_empty() && ia[0].starts_with("chatcmpl-"));
             // One id per answer, used by every frame, and a new one per answer.
             assert!(ia.iter().all(|i| *i == ia[0]) && ib.iter().all(|i| *i == ib[0]));
             assert_ne!(ia[0], ib[0]);
