@@ -22,6 +22,9 @@ from urllib.parse import urlsplit
 
 # The API key every bench connection sends upstream; the mock accepts any key.
 KEY_ENV = "BENCH_UPSTREAM_KEY"
+# With `config --require-key`: the client key the load sends, read by the node from this
+# variable (tests/bench/callgrind.sh and cpu.sh set it).
+CLIENT_KEY_ENV = "BENCH_CLIENT_KEY"
 
 # ---------------------------------------------------------------------------------------------
 # Node configs
@@ -69,9 +72,19 @@ api_key_env = "{KEY_ENV}"
 """
 
 
-def config_text(kind, upstream, listen, admin, redis_url=None):
+def config_text(kind, upstream, listen, admin, redis_url=None, require_key=False):
     """TOML for one bench node. Every provider points at the same mock upstream."""
     prelude = PRELUDE.format(listen=listen, admin=admin)
+    if require_key:
+        # The production default: every client request carries a key the node checks.
+        prelude = prelude.replace(
+            "require_api_key = false",
+            "require_api_key = true",
+        ) + f"""
+[[api_keys]]
+id = "bench"
+key_env = "{CLIENT_KEY_ENV}"
+"""
     if kind == "redis":
         # The base config in cluster mode: same request path, plus the Redis store, the
         # subscriber and heartbeats. The ordinary success path must not call Redis.
@@ -816,7 +829,7 @@ def cmd_free_ports(args):
 
 
 def cmd_config(args):
-    text = config_text(args.kind, args.upstream, args.listen, args.admin, args.redis_url)
+    text = config_text(args.kind, args.upstream, args.listen, args.admin, args.redis_url, args.require_key)
     with open(args.out, "w") as f:
         f.write(text)
     if args.kind.startswith("catalog"):
@@ -838,6 +851,8 @@ def main():
     p.add_argument("--upstream", required=True)
     p.add_argument("--listen", required=True)
     p.add_argument("--admin", required=True)
+    p.add_argument("--require-key", action="store_true",
+                   help=f"require_api_key = true, one key read from ${CLIENT_KEY_ENV}")
     p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("ttfb")

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Instructions per request of one switchyard-node build, counted by valgrind's callgrind.
+# Instructions per request of one process, counted by valgrind's callgrind.
 #
-#   tests/bench/callgrind.sh [--node-bin FILE] [--requests N] [--stream] [--out DIR]
+#   tests/bench/callgrind.sh [--target node|mock|minimal] [--upstream mock|minimal]
+#                            [--require-key] [--node-bin FILE] [--requests N] [--stream] [--out DIR]
 #
 # Instruction counts do not depend on what else the machine is doing, so two builds can be
-# compared on a shared machine where req/s and latency are noise (docs/performance.md). The
-# node runs the harness's base config (one provider, one connection, embedded mode) under
-# callgrind; 300 warm-up requests, then counters zeroed, N requests with `oha -c 4`, dump.
-# Prints instructions per request and the 30 heaviest functions (inclusive), and keeps the
+# compared on a shared machine where req/s and latency are noise (docs/performance.md).
+# --target node (default): the node runs the harness's base config (one provider, one
+# connection, embedded mode) under callgrind, in front of the --upstream (default mock);
+# --require-key turns on require_api_key with one client key. --target mock or minimal: that
+# upstream itself runs under callgrind and the load goes to it directly (the baselines).
+# 300 warm-up requests, then counters zeroed, N requests with `oha -c 4`, dump. Prints
+# instructions per request and the 30 heaviest functions (inclusive), and keeps the
 # callgrind profile under the output folder for callgrind_annotate or kcachegrind.
 set -euo pipefail
 export LC_ALL=C
@@ -16,6 +20,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 NODE_BIN=$TARGET_DIR/release/switchyard-node
 MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
+MINIMAL_BIN=$TARGET_DIR/release/switchyard-mock-minimal
+TARGET=node
+UPSTREAM=mock
+REQUIRE_KEY=false
 HELPER=$ROOT/tests/bench/bench.py
 REQUESTS=2000
 STREAM=false
@@ -26,8 +34,11 @@ while (($#)); do
 	--requests) REQUESTS=$2; shift ;;
 	--stream) STREAM=true ;;
 	--out) OUT=$2; shift ;;
-	-h | --help) sed -n 2,11p "$0"; exit 0 ;;
-	*) sed -n 2,11p "$0" >&2; exit 2 ;;
+	--target) TARGET=$2; shift ;;
+	--upstream) UPSTREAM=$2; shift ;;
+	--require-key) REQUIRE_KEY=true ;;
+	-h | --help) sed -n 2,15p "$0"; exit 0 ;;
+	*) sed -n 2,15p "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -37,10 +48,16 @@ for tool in valgrind callgrind_control callgrind_annotate python3 curl; do
 done
 OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
 [[ -x $OHA ]] || { echo "callgrind.sh: oha is required (cargo install oha --locked)" >&2; exit 1; }
-[[ -x $NODE_BIN && -x $MOCK_BIN ]] || {
+[[ -x $NODE_BIN && -x $MOCK_BIN && -x $MINIMAL_BIN ]] || {
 	echo "callgrind.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
 	exit 1
 }
+case "$TARGET/$UPSTREAM" in
+node/mock | mock/* ) UP_BIN=$MOCK_BIN ;;
+node/minimal | minimal/* ) UP_BIN=$MINIMAL_BIN ;;
+*) echo "callgrind.sh: --target node|mock|minimal, --upstream mock|minimal" >&2; exit 2 ;;
+esac
+CLIENT_KEY=sk-bench-client-not-a-secret
 mkdir -p "$OUT"
 
 PIDS=()
@@ -53,35 +70,52 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$MOCK_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/mock.out" 2>"$OUT/mock.err" &
+UP_CMD=("$UP_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20)
+if [[ $TARGET != node ]]; then
+	UP_CMD=(valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" "${UP_CMD[@]}")
+fi
+"${UP_CMD[@]}" >"$OUT/mock.out" 2>"$OUT/mock.err" &
 PIDS+=("$!")
+UP_PID=$!
 MOCK_ADDR=""
-for ((i = 0; i < 200; i++)); do
+for ((i = 0; i < 600; i++)); do
 	MOCK_ADDR=$(head -n1 "$OUT/mock.out" 2>/dev/null || true)
 	[[ -n $MOCK_ADDR ]] && break
 	sleep 0.05
 done
 [[ -n $MOCK_ADDR ]] || { echo "callgrind.sh: the mock upstream did not start" >&2; exit 1; }
 
-read -r port admin < <(python3 "$HELPER" free-ports 2)
-python3 "$HELPER" config base "$OUT/node.toml" --upstream "$MOCK_ADDR" \
-	--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" >/dev/null
-env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret \
-	valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
-	"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>"$OUT/valgrind.log" &
-NODE_PID=$!
-PIDS+=("$NODE_PID")
-for ((i = 0; i < 600; i++)); do
-	curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$admin/readyz" 2>/dev/null && break
-	kill -0 "$NODE_PID" 2>/dev/null || { echo "callgrind.sh: the node exited" >&2; tail "$OUT/valgrind.log" >&2; exit 1; }
-	sleep 0.1
-done
+if [[ $TARGET == node ]]; then
+	read -r port admin < <(python3 "$HELPER" free-ports 2)
+	key_flag=()
+	$REQUIRE_KEY && key_flag=(--require-key)
+	python3 "$HELPER" config base "$OUT/node.toml" --upstream "$MOCK_ADDR" \
+		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" "${key_flag[@]}" >/dev/null
+	env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY \
+		valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
+		"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>"$OUT/valgrind.log" &
+	NODE_PID=$!
+	PIDS+=("$NODE_PID")
+	for ((i = 0; i < 600; i++)); do
+		curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$admin/readyz" 2>/dev/null && break
+		kill -0 "$NODE_PID" 2>/dev/null || { echo "callgrind.sh: the node exited" >&2; tail "$OUT/valgrind.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	URL=http://127.0.0.1:$port/v1/chat/completions
+	MODEL=mock/bench-model
+else
+	# The upstream itself is measured; the load goes to it directly.
+	NODE_PID=$UP_PID
+	URL=http://$MOCK_ADDR/v1/chat/completions
+	MODEL=bench-model
+fi
 
 # The harness's request body (run.sh).
-BODY='{"model":"mock/bench-model","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":'$STREAM'}'
+BODY='{"model":"'$MODEL'","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":'$STREAM'}'
 load() { # requests
 	"$OHA" --no-tui --output-format json -o "$OUT/oha-$1.json" -c 4 -n "$1" -m POST \
-		-H 'content-type: application/json' -d "$BODY" "http://127.0.0.1:$port/v1/chat/completions"
+		-H 'content-type: application/json' -H "authorization: Bearer $CLIENT_KEY" \
+		-d "$BODY" "$URL"
 }
 load 300
 callgrind_control -z "$NODE_PID" >/dev/null
@@ -99,7 +133,11 @@ EOF
 dump=$(ls -t "$OUT"/callgrind.out.* 2>/dev/null | head -n1)
 [[ -n $dump ]] || { echo "callgrind.sh: no dump was written" >&2; exit 1; }
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }')
-echo "build: $NODE_BIN"
+if [[ $TARGET == node ]]; then
+	echo "build: $NODE_BIN (upstream: $UPSTREAM, require_api_key: $REQUIRE_KEY)"
+else
+	echo "build: $UP_BIN (direct)"
+fi
 echo "requests: $REQUESTS (stream: $STREAM)"
 echo "instructions per request: $((total / REQUESTS))"
 callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | grep -v '^-' | sed -n '/file:function/,$p' | head -n 32 >"$OUT/top.txt"

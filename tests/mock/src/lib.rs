@@ -6,8 +6,11 @@
 //! `Retry-After`, slow headers, slow or stalled streams, in-band errors, TCP resets, empty
 //! streams and errors disguised as 200s. This crate is that upstream. It is also the
 //! "mock direct" baseline of the benchmark harness, so the normal path is kept cheap: one
-//! uncontended lock for the counters, no per-request task, adjacent SSE frames written
-//! together when no delay separates them.
+//! uncontended lock for the counters, histories kept as the request's own buffers until read,
+//! the plain Chat Completions answer serialised once per shape ([`plain`]), no per-request
+//! task, adjacent SSE frames written together when no delay separates them. The
+//! `switchyard-mock-minimal` binary ([`minimal`]) is the bare hyper server it is measured
+//! against.
 //!
 //! It is a crate of its own, apart from the process harness and the scenario tests, so that
 //! `switchyard-node demo` can embed it behind the node's optional `demo` feature without
@@ -73,6 +76,8 @@ mod config;
 mod control;
 mod fault;
 mod ids;
+pub mod minimal;
+mod plain;
 mod respond;
 mod server;
 mod stats;
@@ -118,6 +123,8 @@ pub(crate) struct Shared {
     pub(crate) agent: AgentLog,
     /// `POST /v1/messages/count_tokens` requests served.
     pub(crate) count_tokens: std::sync::atomic::AtomicU64,
+    /// The plain Chat Completions answers, serialised once per shape.
+    pub(crate) plain: plain::PlainAnswers,
 }
 
 /// Entry point: starts a mock upstream on the current tokio runtime.
@@ -147,6 +154,7 @@ impl MockUpstream {
             faults: FaultQueue::default(),
             agent: AgentLog::default(),
             count_tokens: std::sync::atomic::AtomicU64::new(0),
+            plain: plain::PlainAnswers::default(),
             config,
         });
         let cancel = CancellationToken::new();

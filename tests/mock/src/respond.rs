@@ -1,6 +1,7 @@
 //! Serving one provider request: route, authenticate, count, pick a fault, and build the
 //! normal or faulted response.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,9 +15,10 @@ use serde_json::Value;
 
 use super::Shared;
 use super::agent::{self, AgentTurn};
-use super::body::{ConnCtl, MockBody, Script};
+use super::body::{ConnCtl, MockBody, Script, Step};
 use super::fault::{FaultSpec, MAX_CHUNKS, Route};
 use super::ids;
+use super::plain::PlainAnswers;
 use super::stats::{InFlightGuard, Outcome, RequestFacts};
 use super::wire::{self, ErrorInfo, Frame, Kind, Reply, anthropic, openai, responses};
 
@@ -92,20 +94,26 @@ fn api_key(headers: &HeaderMap) -> Option<&str> {
         .filter(|k| !k.is_empty())
 }
 
+// Header names as constants: a name given as `&str` is parsed and hashed again per insert.
+const REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const OPENAI_VERSION: HeaderName = HeaderName::from_static("openai-version");
+const OPENAI_PROCESSING_MS: HeaderName = HeaderName::from_static("openai-processing-ms");
+
 /// Response headers every reply on `route` carries, as the provider would send them.
 fn provider_headers(route: Route, content_type: &'static str) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(6);
     h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     if route.is_anthropic() {
-        if let Ok(v) = HeaderValue::from_str(&ids::anthropic_request()) {
-            h.insert("request-id", v);
+        if let Ok(v) = HeaderValue::try_from(ids::anthropic_request()) {
+            h.insert(REQUEST_ID, v);
         }
     } else {
-        if let Ok(v) = HeaderValue::from_str(&ids::openai_request()) {
-            h.insert("x-request-id", v);
+        if let Ok(v) = HeaderValue::try_from(ids::openai_request()) {
+            h.insert(X_REQUEST_ID, v);
         }
-        h.insert("openai-version", HeaderValue::from_static("2020-10-01"));
-        h.insert("openai-processing-ms", HeaderValue::from_static("1"));
+        h.insert(OPENAI_VERSION, HeaderValue::from_static("2020-10-01"));
+        h.insert(OPENAI_PROCESSING_MS, HeaderValue::from_static("1"));
     }
     if content_type == SSE {
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -367,7 +375,7 @@ impl Served {
         if stream {
             self.stream(status, &reply, shared, ctl, fault, stall, guard)
         } else {
-            self.json(status, &reply, ctl, fault, guard)
+            self.json(status, &reply, shared, ctl, fault, guard)
         }
     }
 
@@ -436,11 +444,15 @@ impl Served {
         &self,
         status: StatusCode,
         reply: &Reply,
+        shared: &Shared,
         ctl: &Arc<ConnCtl>,
         fault: Option<&FaultSpec>,
         guard: InFlightGuard,
     ) -> Response<MockBody> {
         let bytes = match self.route {
+            Route::ChatCompletions if fault.is_none() && PlainAnswers::serves(reply) => {
+                shared.plain.answer(reply, false)
+            }
             Route::Messages => anthropic::message_json(reply),
             Route::Responses => wire::serialize(&responses::response_json(reply)),
             Route::ChatCompletions | Route::Models => openai::chat_json(reply),
@@ -495,6 +507,17 @@ impl Served {
         let mut headers = provider_headers(self.route, SSE);
         apply_fault_headers(&mut headers, fault);
 
+        if fault.is_none()
+            && self.route == Route::ChatCompletions
+            && first_delay.is_zero()
+            && chunk_delay.is_zero()
+            && PlainAnswers::serves(reply)
+        {
+            // The plain stream with no delays: the whole stream as one write, from the cache.
+            let steps = VecDeque::from([Step::Data(shared.plain.answer(reply, true))]);
+            let body = MockBody::scripted(steps, Arc::clone(ctl), Some(guard));
+            return response(status, headers, body);
+        }
         let mut script = Script::default();
         if fault.is_some_and(|f| f.eof_before_content) {
             let keepalive = if self.route.is_anthropic() {

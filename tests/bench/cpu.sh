@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# CPU per request of the node against the minimal upstream, the headline figure of
+# docs/performance.md.
+#
+#   tests/bench/cpu.sh [--requests N] [--cg-requests N] [--repeat R] [--cpu-only] [--out DIR]
+#
+# For JSON and for SSE with 20 chunks, three processes are measured, each on its own:
+#   minimal  switchyard-mock-minimal answering directly (the baseline: a bare hyper server),
+#   mock     switchyard-mock-upstream answering directly (its plain path, no faults),
+#   node     switchyard-node, base config with require_api_key = true and the default access
+#            log, in front of the minimal responder.
+# Two figures per process:
+#   instr/req  instructions per request, counted by callgrind (tests/bench/callgrind.sh,
+#              --cg-requests, default 2000): independent of machine load;
+#   cpu µs/req user+system CPU time from /proc/PID/stat over --requests (default 100000)
+#              requests at saturation (oha -c 4, no rate limit): no wall clock involved, but
+#              cache and frequency effects of a busy machine still show.
+# The ratios node/minimal are printed against the targets (JSON ≤ 3.0×, SSE ≤ 2.5×).
+# --repeat runs the whole table R times; --cpu-only skips callgrind (instruction counts do
+# not change between repeats of one build). Results go to DIR (default results/cpu-TIMESTAMP).
+set -euo pipefail
+export LC_ALL=C
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+NODE_BIN=$TARGET_DIR/release/switchyard-node
+MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
+MINIMAL_BIN=$TARGET_DIR/release/switchyard-mock-minimal
+HELPER=$ROOT/tests/bench/bench.py
+REQUESTS=100000
+CG_REQUESTS=2000
+REPEAT=1
+CPU_ONLY=false
+OUT=""
+while (($#)); do
+	case "$1" in
+	--requests) REQUESTS=$2; shift ;;
+	--cg-requests) CG_REQUESTS=$2; shift ;;
+	--repeat) REPEAT=$2; shift ;;
+	--cpu-only) CPU_ONLY=true ;;
+	--out) OUT=$2; shift ;;
+	-h | --help) sed -n 2,20p "$0"; exit 0 ;;
+	*) sed -n 2,20p "$0" >&2; exit 2 ;;
+	esac
+	shift
+done
+OUT=${OUT:-$ROOT/results/cpu-$(date -u +%Y%m%dT%H%M%SZ)}
+OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
+[[ -x $OHA ]] || { echo "cpu.sh: oha is required (cargo install oha --locked)" >&2; exit 1; }
+[[ -x $NODE_BIN && -x $MOCK_BIN && -x $MINIMAL_BIN ]] || {
+	echo "cpu.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
+	exit 1
+}
+mkdir -p "$OUT"
+TICK=$(getconf CLK_TCK)
+CLIENT_KEY=sk-bench-client-not-a-secret
+
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	sleep 0.3
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	PIDS=()
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# utime + stime of a process, in clock ticks.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+start_upstream() { # bin name -> sets UP_ADDR, UP_PID
+	# Removed first: the redirect below truncates it only once the child runs, and the loop
+	# must not read the previous process's address.
+	rm -f "$OUT/$2.out"
+	"$1" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/$2.out" 2>"$OUT/$2.err" &
+	UP_PID=$!
+	PIDS+=("$UP_PID")
+	UP_ADDR=""
+	for ((i = 0; i < 200; i++)); do
+		UP_ADDR=$(head -n1 "$OUT/$2.out" 2>/dev/null || true)
+		[[ -n $UP_ADDR ]] && return 0
+		sleep 0.05
+	done
+	echo "cpu.sh: $2 did not start" >&2
+	exit 1
+}
+
+start_node() { # upstream addr -> sets NODE_PORT, NODE_PID
+	local admin
+	read -r NODE_PORT admin < <(python3 "$HELPER" free-ports 2)
+	python3 "$HELPER" config base "$OUT/node.toml" --upstream "$1" --require-key \
+		--listen "127.0.0.1:$NODE_PORT" --admin "127.0.0.1:$admin" >/dev/null
+	env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY \
+		"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>"$OUT/node.err" &
+	NODE_PID=$!
+	PIDS+=("$NODE_PID")
+	for ((i = 0; i < 300; i++)); do
+		curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$admin/readyz" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "cpu.sh: the node did not become ready" >&2
+	exit 1
+}
+
+load() { # url model stream requests tag
+	local body='{"model":"'$2'","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":'$3'}'
+	"$OHA" --no-tui --output-format json -o "$OUT/oha-$5.json" -c 4 -n "$4" -m POST \
+		-H 'content-type: application/json' -H "authorization: Bearer $CLIENT_KEY" \
+		-d "$body" "$1"
+	python3 - "$OUT/oha-$5.json" <<'PY'
+import json, sys
+codes = json.load(open(sys.argv[1])).get("statusCodeDistribution", {})
+if set(codes) != {"200"}:
+    sys.exit(f"cpu.sh: not every request succeeded: {codes}")
+PY
+}
+
+# CPU µs per request of PID while URL serves REQUESTS requests (after 1,000 warm-up ones).
+cpu_us() { # pid url model stream tag
+	load "$2" "$3" "$4" 1000 "$5-warm"
+	local before after
+	before=$(ticks "$1")
+	load "$2" "$3" "$4" "$REQUESTS" "$5"
+	after=$(ticks "$1")
+	python3 -c "print(f'{($after - $before) / $TICK / $REQUESTS * 1e6:.1f}')" | tee "$OUT/cpu-$5.txt"
+}
+
+instr() { # callgrind.sh args... -> instructions per request
+	"$ROOT/tests/bench/callgrind.sh" --requests "$CG_REQUESTS" --out "$OUT/cg-$1-$2" "${@:3}" \
+		>"$OUT/cg-$1-$2.txt"
+	awk -F': ' '/instructions per request/ { print $2 }' "$OUT/cg-$1-$2.txt"
+}
+
+declare -A R
+for ((run = 1; run <= REPEAT; run++)); do
+	for kind in json sse; do
+		stream=false
+		[[ $kind == sse ]] && stream=true
+		sflag=()
+		$stream && sflag=(--stream)
+		# CPU time: each upstream directly, then the node in front of the minimal responder.
+		start_upstream "$MINIMAL_BIN" minimal
+		R[$run,$kind,minimal,cpu]=$(cpu_us "$UP_PID" "http://$UP_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-minimal")
+		start_node "$UP_ADDR"
+		R[$run,$kind,node,cpu]=$(cpu_us "$NODE_PID" "http://127.0.0.1:$NODE_PORT/v1/chat/completions" mock/bench-model $stream "$run-$kind-node")
+		cleanup
+		start_upstream "$MOCK_BIN" mock
+		R[$run,$kind,mock,cpu]=$(cpu_us "$UP_PID" "http://$UP_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-mock")
+		cleanup
+		# Instruction counts.
+		if $CPU_ONLY; then
+			for p in minimal mock node; do R[$run,$kind,$p,instr]=0; done
+			continue
+		fi
+		R[$run,$kind,minimal,instr]=$(instr "$run-$kind" minimal --target minimal "${sflag[@]}")
+		R[$run,$kind,mock,instr]=$(instr "$run-$kind" mock --target mock "${sflag[@]}")
+		R[$run,$kind,node,instr]=$(instr "$run-$kind" node --target node --upstream minimal --require-key "${sflag[@]}")
+	done
+done
+
+{
+	echo "| run | body | minimal instr/req | mock instr/req | node instr/req | node ÷ minimal (instr) | target | minimal CPU µs/req | mock CPU µs/req | node CPU µs/req | node ÷ minimal (CPU) |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for ((run = 1; run <= REPEAT; run++)); do
+		for kind in json sse; do
+			target="≤ 3.0×"
+			[[ $kind == sse ]] && target="≤ 2.5×"
+			python3 - "$run" "$kind" "$target" \
+				"${R[$run,$kind,minimal,instr]}" "${R[$run,$kind,mock,instr]}" "${R[$run,$kind,node,instr]}" \
+				"${R[$run,$kind,minimal,cpu]}" "${R[$run,$kind,mock,cpu]}" "${R[$run,$kind,node,cpu]}" <<'PY'
+import sys
+run, kind, target, mi, mo, no, mc, oc, nc = sys.argv[1:]
+mi, mo, no = int(mi), int(mo), int(no)
+mc, oc, nc = float(mc), float(oc), float(nc)
+label = "JSON" if kind == "json" else "SSE, 20 chunks"
+instr = f"{mi:,} | {mo:,} | {no:,} | {no / mi:.2f}×" if mi else "– | – | – | –"
+print(f"| {run} | {label} | {instr} | {target} | {mc:.1f} | {oc:.1f} | {nc:.1f} | {nc / mc:.2f}× |")
+PY
+		done
+	done
+} | tee "$OUT/table.md"
+echo "results: $OUT"
