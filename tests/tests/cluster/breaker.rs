@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::eventually;
+use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use switchyard_tests::cluster::{TestCluster, http_get};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
@@ -16,43 +17,10 @@ use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUps
 /// a threshold of 12 and the shortest reset timeout.
 fn body(mock: &MockHandle) -> String {
     format!(
-        r#"
-[server]
-workers = 2
-
-[auth]
-require_api_key = false
-management_key_env = "SWITCHYARD_MANAGEMENT_KEY"
-
-[[providers]]
-id = "p"
-category = "apikey"
-format = "openai"
-base_url = "{base}/v1"
-models = ["m"]
-[providers.timeouts]
-connect_ms = 1000
-headers_ms = 5000
-first_content_ms = 5000
-idle_ms = 5000
-
-[[connections]]
-id = "k0"
-provider = "p"
-api_key_env = "KEY_0"
-disable_cooling = true
-
-[resilience.request_queue]
-auto_enable_apikey_providers = false
-
-[resilience.wait_for_cooldown]
-enabled = false
-
-[resilience.provider_breaker.apikey]
-failure_threshold = 12
-reset_timeout_ms = 1000
-"#,
-        base = mock.base_url()
+        "{}{}{}\n[resilience.provider_breaker.apikey]\nfailure_threshold = 12\nreset_timeout_ms = 1000\n",
+        cluster_provider(&mock.base_url(), &["m"], ""),
+        connection("k0", "p", "KEY_0", "disable_cooling = true"),
+        queue_and_wait_off()
     )
 }
 

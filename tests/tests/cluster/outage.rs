@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 use serde_json::{Value, json};
 use switchyard_tests::cluster::{TestCluster, cluster_degraded, http_get, start_node};
@@ -18,45 +19,11 @@ use switchyard_tests::redis_server::RedisServer;
 
 fn body(mock: &MockHandle) -> String {
     format!(
-        r#"
-[server]
-workers = 2
-
-[auth]
-require_api_key = false
-management_key_env = "SWITCHYARD_MANAGEMENT_KEY"
-
-[[providers]]
-id = "p"
-category = "apikey"
-format = "openai"
-base_url = "{base}/v1"
-models = ["m"]
-[providers.timeouts]
-connect_ms = 1000
-headers_ms = 5000
-first_content_ms = 5000
-idle_ms = 5000
-
-[[connections]]
-id = "k0"
-provider = "p"
-api_key_env = "KEY_0"
-priority = 1
-
-[[connections]]
-id = "k1"
-provider = "p"
-api_key_env = "KEY_1"
-priority = 2
-
-[resilience.request_queue]
-auto_enable_apikey_providers = false
-
-[resilience.wait_for_cooldown]
-enabled = false
-"#,
-        base = mock.base_url()
+        "{}{}{}{}",
+        cluster_provider(&mock.base_url(), &["m"], ""),
+        connection("k0", "p", "KEY_0", "priority = 1"),
+        connection("k1", "p", "KEY_1", "priority = 2"),
+        queue_and_wait_off()
     )
 }
 

@@ -65,6 +65,28 @@ pub fn provider(
     out
 }
 
+/// The start most cluster tests share: two workers, [`open_auth`], and one `apikey` provider
+/// `p` on `base_url` serving `models`, with short timeouts (`timeouts_extra` adds lines to its
+/// `[providers.timeouts]`). The test appends its connections and resilience sections.
+pub fn cluster_provider(base_url: &str, models: &[&str], timeouts_extra: &str) -> String {
+    let timeouts = format!(
+        "connect_ms = 1000\nheaders_ms = 5000\nfirst_content_ms = 5000\nidle_ms = 5000\n{timeouts_extra}"
+    );
+    format!(
+        "\n[server]\nworkers = 2\n{}{}",
+        open_auth(),
+        provider("p", "openai", base_url, models, "", &timeouts)
+    )
+}
+
+/// The request queue and the wait for cooldowns off: every decision shows at once.
+pub fn queue_and_wait_off() -> String {
+    format!(
+        "{}\n[resilience.wait_for_cooldown]\nenabled = false\n",
+        queue_off()
+    )
+}
+
 /// A `[[connections]]` entry whose upstream key is read from `key_env`.
 pub fn connection(id: &str, provider: &str, key_env: &str, extra: &str) -> String {
     format!(
