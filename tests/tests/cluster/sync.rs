@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 use serde_json::{Value, json};
 use switchyard_shared::store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
@@ -17,44 +18,13 @@ use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUps
 
 /// One provider with `n` connections `k0..k{n-1}` (keys `sk-0..`, fill-first by index).
 pub(crate) fn body(mock: &MockHandle, n: usize) -> String {
-    let mut out = format!(
-        r#"
-[server]
-workers = 2
-
-[auth]
-require_api_key = false
-management_key_env = "SWITCHYARD_MANAGEMENT_KEY"
-
-[[providers]]
-id = "p"
-category = "apikey"
-format = "openai"
-base_url = "{base}/v1"
-models = ["m"]
-[providers.timeouts]
-connect_ms = 1000
-headers_ms = 5000
-first_content_ms = 5000
-idle_ms = 5000
-"#,
-        base = mock.base_url()
-    );
+    let mut out = cluster_provider(&mock.base_url(), &["m"], "");
     for i in 0..n {
-        out.push_str(&format!(
-            "\n[[connections]]\nid = \"k{i}\"\nprovider = \"p\"\napi_key_env = \"KEY_{i}\"\npriority = {}\n",
-            i + 1
-        ));
+        let key_env = format!("KEY_{i}");
+        let priority = format!("priority = {}", i + 1);
+        out.push_str(&connection(&format!("k{i}"), "p", &key_env, &priority));
     }
-    out.push_str(
-        r#"
-[resilience.request_queue]
-auto_enable_apikey_providers = false
-
-[resilience.wait_for_cooldown]
-enabled = false
-"#,
-    );
+    out.push_str(&queue_and_wait_off());
     out
 }
 
