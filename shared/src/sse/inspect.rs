@@ -15,13 +15,16 @@
 //!   throughput judgement.
 //! - An error event is [`EventKind::Error`] even inside a `200` stream.
 //! - JSON is parsed only when the answer depends on it, into small borrowed structs; text is
-//!   measured, never copied.
+//!   measured, never copied. Plain chat text chunks skip serde through a strict scanner
+//!   (`prescan`) that defers to the full parse whenever it is not certain.
 
 use serde::{Deserialize, Serialize};
 
 use super::Format;
 use super::formats;
 use super::parser::{SseEvent, SseItem};
+
+pub(super) mod prescan;
 
 /// The longest upstream error message kept, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
@@ -183,6 +186,10 @@ pub fn inspect(format: Format, event: &SseEvent<'_>) -> EventInfo {
     }
     let data = event.data.trim_ascii();
     match format {
+        // Plain text chunks are most of a stream: a strict scanner classifies them without serde.
+        Format::OpenAiChat if name != Some(b"error") => {
+            prescan::chat(data).unwrap_or_else(|| formats::chat(name, data))
+        }
         Format::OpenAiChat => formats::chat(name, data),
         Format::OpenAiResponses => formats::responses(name, data),
         Format::Anthropic => formats::anthropic(name, data),

@@ -4,6 +4,7 @@
 mod fixtures;
 mod inspect;
 mod parser;
+mod prescan;
 mod props;
 mod throughput;
 mod watch;

@@ -1,0 +1,163 @@
+//! The chat pre-scan must agree with the full serde parse on every event it answers, and
+//! must answer the plain text chunks it exists for.
+
+use proptest::prelude::*;
+
+use super::fixtures;
+use crate::sse::inspect::prescan;
+use crate::sse::{EventInfo, EventKind, Format, SseItem, SseParser, formats, inspect};
+
+/// Checks one event both ways; returns whether the fast path answered.
+fn agrees(name: Option<&[u8]>, data: &[u8]) -> Result<bool, TestCaseError> {
+    let trimmed = data.trim_ascii();
+    // `inspect` as it was before the pre-scan: ping names first, then the serde parse.
+    let full = match name {
+        Some(b"ping" | b"keepalive" | b"keep-alive" | b"heartbeat") => {
+            EventInfo::of(EventKind::Ping)
+        }
+        _ => formats::chat(name, trimmed),
+    };
+    let event = crate::sse::SseEvent {
+        event: name,
+        data,
+        id: None,
+        retry: None,
+    };
+    prop_assert_eq!(
+        &inspect(Format::OpenAiChat, &event),
+        &full,
+        "data: {:?}",
+        trimmed
+    );
+    // `inspect` consults the pre-scan for every name but `error` (and the ping names above).
+    let fast = prescan::chat(trimmed).filter(|_| name != Some(b"error"));
+    if let Some(fast) = &fast {
+        prop_assert_eq!(
+            fast,
+            &formats::chat(name, trimmed),
+            "data: {:?}",
+            String::from_utf8_lossy(trimmed)
+        );
+    }
+    Ok(fast.is_some())
+}
+
+#[test]
+fn captured_events_agree_and_plain_chunks_take_the_fast_path() {
+    let (mut events, mut fast) = (0, 0);
+    for stream in fixtures::ALL {
+        let mut parser = SseParser::new();
+        let mut seen = Vec::new();
+        parser.feed(stream.as_bytes(), &mut |item| {
+            if let SseItem::Event(e) = item {
+                seen.push((e.event.map(<[u8]>::to_vec), e.data.to_vec()));
+            }
+        });
+        for (name, data) in &seen {
+            events += 1;
+            fast += usize::from(agrees(name.as_deref(), data).unwrap_or_else(|e| panic!("{e}")));
+        }
+    }
+    assert!(events > 20, "fixtures parsed: {events}");
+    assert!(fast > 3, "fast path taken {fast} of {events} times");
+}
+
+#[test]
+fn plain_text_chunk_is_content_with_exact_bytes() {
+    let data = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"héllo"},"logprobs":null,"finish_reason":null}],"usage":null}"#.as_bytes();
+    let info = prescan::chat(data).expect("a plain chunk takes the fast path");
+    assert_eq!(info.kind, EventKind::Content);
+    assert_eq!(info.useful_text_bytes, 6);
+    assert_eq!(info, formats::chat(None, data));
+}
+
+/// A JSON value as text, often odd: numbers serde rejects, raw control characters, escapes.
+fn scalar() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("null".to_owned()),
+        Just("true".to_owned()),
+        Just("nul".to_owned()),
+        prop::sample::select(vec![
+            "0", "-1", "12.5", "1e400", "01", "1.", "-", "2E+3", "[]", "{}"
+        ])
+        .prop_map(str::to_owned),
+        "[ -~é\\n\u{1}\"\\\\]{0,8}".prop_map(|s| serde_json::to_string(&s).unwrap_or_default()),
+        "[a-zé \t\u{1}]{0,6}".prop_map(|s| format!("\"{s}\"")),
+        Just("[1,{\"a\":[null]}]".to_owned()),
+    ]
+}
+
+fn key() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "id",
+        "model",
+        "index",
+        "role",
+        "content",
+        "refusal",
+        "reasoning",
+        "reasoning_content",
+        "reasoning_details",
+        "tool_calls",
+        "function_call",
+        "finish_reason",
+        "text",
+        "delta",
+        "choices",
+        "usage",
+        "error",
+        "logprobs",
+    ])
+}
+
+fn object(fields: Vec<(&'static str, String)>, ws: &str) -> String {
+    let body: Vec<String> = fields
+        .into_iter()
+        .map(|(k, v)| format!("\"{k}\"{ws}:{ws}{v}"))
+        .collect();
+    format!("{{{ws}{}{ws}}}", body.join(&format!(",{ws}")))
+}
+
+prop_compose! {
+    fn chunk()(
+        delta in prop::collection::vec((key(), scalar()), 0..4),
+        content in proptest::option::of(scalar()),
+        choice in prop::collection::vec((key(), scalar()), 0..3),
+        top in prop::collection::vec((key(), scalar()), 0..3),
+        n in 0usize..3,
+        ws in prop::sample::select(vec!["", " ", "\n", "\u{c}"]),
+    ) -> String {
+        let mut delta = delta;
+        if let Some(c) = content {
+            delta.insert(0, ("content", c));
+        }
+        let mut choice = choice;
+        choice.push(("delta", object(delta, ws)));
+        let choice = object(choice, ws);
+        let mut top = top;
+        top.push(("choices", format!("[{}]", vec![choice; n].join(","))));
+        object(top, ws)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn generated_chunks_agree(
+        data in chunk(),
+        cut in proptest::option::of(0usize..400),
+        flip in proptest::option::of((0usize..400, any::<u8>())),
+        named in proptest::option::of(prop::sample::select(vec!["error", "message", "ping"])),
+    ) {
+        let mut bytes = data.into_bytes();
+        if let Some((at, b)) = flip {
+            let at = at % (bytes.len() + 1);
+            bytes.insert(at, b);
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut);
+        }
+        agrees(named.map(str::as_bytes), &bytes)?;
+    }
+}
