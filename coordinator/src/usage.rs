@@ -17,7 +17,7 @@ use futures_util::future::join_all;
 use serde::Deserialize;
 use serde_json::json;
 use switchyard_shared::admin_kit::AdminError;
-use switchyard_shared::usage::{self, GroupBy, Row};
+use switchyard_shared::usage::{self, Row};
 
 use crate::auth::ManagementKey;
 use crate::error::{ApiError, ApiResult};
@@ -42,22 +42,8 @@ struct NodeAnswer {
     rows: Vec<Row>,
 }
 
-/// `since` and `by`, checked here with the nodes' rules so a bad query is one 400, not one
-/// per node.
-fn parse(query: &UsageQuery, now: u64) -> Result<(u64, GroupBy), AdminError> {
-    let since = usage::parse_since(query.since.as_deref(), now).map_err(|m| {
-        AdminError::bad_request("invalid_query", m.clone()).with_details([("since", m)])
-    })?;
-    let by = match query.by.as_deref() {
-        None => GroupBy::Model,
-        Some(raw) => GroupBy::parse(raw).ok_or_else(|| {
-            let m = format!("`by` must be {}", GroupBy::NAMES);
-            AdminError::bad_request("invalid_query", m.clone()).with_details([("by", m)])
-        })?,
-    };
-    Ok((since, by))
-}
-
+/// `since` and `by` are checked here with the nodes' rules ([`usage::parse_query`]), so a
+/// bad query is one 400, not one per node.
 /// `GET /api/cluster/usage`.
 pub async fn usage(
     co: web::Data<Arc<Coordinator>>,
@@ -67,7 +53,7 @@ pub async fn usage(
     let query = web::Query::<UsageQuery>::from_query(req.query_string())
         .map_err(|e| AdminError::bad_request("invalid_query", format!("Invalid query: {e}")))?;
     let now = epoch_ms();
-    let (since, by) = parse(&query, now)?;
+    let (since, by) = usage::parse_query(query.since.as_deref(), query.by.as_deref(), now)?;
     // A late node may still answer, and holds usage no other node has: ask it too.
     let nodes = sampler::live_admin_addresses(&co, true)
         .await
@@ -125,27 +111,4 @@ pub async fn usage(
         "rows": rows,
         "nodes": {"asked": nodes.len(), "answered": answered, "failed": failed},
     })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bad_query_is_refused_before_any_node_is_asked() {
-        let q = |since: Option<&str>, by: Option<&str>| UsageQuery {
-            since: since.map(str::to_owned),
-            by: by.map(str::to_owned),
-        };
-        let now = 1_700_000_000_000;
-        assert_eq!(
-            parse(&q(Some("2h"), None), now).unwrap(),
-            (now - 7_200_000, GroupBy::Model)
-        );
-        let e = parse(&q(None, Some("team")), now).unwrap_err();
-        assert_eq!((e.status, e.code.as_str()), (400, "invalid_query"));
-        assert_eq!(e.details[0].field, "by");
-        let e = parse(&q(Some("3d"), None), now).unwrap_err();
-        assert_eq!(e.details[0].field, "since");
-    }
 }

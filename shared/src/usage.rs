@@ -265,6 +265,26 @@ pub fn parse_since(raw: Option<&str>, now_ms: u64) -> Result<u64, String> {
     Ok(now_ms.saturating_sub(back))
 }
 
+/// `since` and `by` of a usage query (default: the retained day, by model), checked the same
+/// way on a node and the coordinator: 400 `invalid_query` naming the parameter.
+pub fn parse_query(
+    since: Option<&str>,
+    by: Option<&str>,
+    now_ms: u64,
+) -> Result<(u64, GroupBy), crate::admin_kit::AdminError> {
+    let invalid = |field: &str, message: String| {
+        crate::admin_kit::AdminError::bad_request("invalid_query", message.clone())
+            .with_details([(field, message)])
+    };
+    let since = parse_since(since, now_ms).map_err(|m| invalid("since", m))?;
+    let by = match by {
+        None => GroupBy::Model,
+        Some(raw) => GroupBy::parse(raw)
+            .ok_or_else(|| invalid("by", format!("`by` must be {}", GroupBy::NAMES)))?,
+    };
+    Ok((since, by))
+}
+
 fn since_help() -> String {
     "`since` is Unix milliseconds or a duration such as 90s, 15m, 6h or 1d".to_owned()
 }
@@ -374,6 +394,21 @@ mod tests {
         assert_eq!(merged[0].group, "m");
         assert_eq!(merged[0].totals.requests, 2);
         assert_eq!(merged[0].totals.output_tokens, 6);
+    }
+
+    #[test]
+    fn a_bad_query_names_its_parameter() {
+        let now = T0;
+        assert_eq!(parse_query(None, None, now).unwrap().1, GroupBy::Model);
+        assert_eq!(
+            parse_query(Some("1h"), Some("key"), now).unwrap(),
+            (now - 60 * MINUTE_MS, GroupBy::Key)
+        );
+        let e = parse_query(None, Some("team"), now).unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (400, "invalid_query"));
+        assert_eq!(e.details[0].field, "by");
+        let e = parse_query(Some("3d"), None, now).unwrap_err();
+        assert_eq!(e.details[0].field, "since");
     }
 
     #[test]

@@ -11,10 +11,10 @@
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
-use switchyard_shared::usage::{self, GroupBy, Totals, Tuple};
+use switchyard_shared::usage::{self, Totals, Tuple};
 
 use super::auth::ManagementKey;
-use super::common::{ApiError, ApiResult, parse_query};
+use super::common::{ApiResult, parse_query};
 use crate::reload::Rt;
 use crate::runtime::Runtime;
 
@@ -30,7 +30,7 @@ struct UsageQuery {
 pub async fn usage(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
     let query: UsageQuery = parse_query(&req)?;
     let now = rt.clock.epoch_ms();
-    let (since, by) = parse(&query, now)?;
+    let (since, by) = usage::parse_query(query.since.as_deref(), query.by.as_deref(), now)?;
     let (rows, retained_since) = match rt.stats.usage.lock() {
         Ok(ledger) => (ledger.query(since, by), ledger.retained_since()),
         Err(_) => (Vec::new(), None),
@@ -43,22 +43,6 @@ pub async fn usage(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
         "totals": usage::total(&rows),
         "rows": rows,
     })))
-}
-
-/// `since` and `by` (default: the retained day, by model): 400 `invalid_query` naming the
-/// parameter.
-fn parse(query: &UsageQuery, now: u64) -> Result<(u64, GroupBy), ApiError> {
-    let invalid = |field: &str, message: String| {
-        ApiError::bad_request("invalid_query", message.clone())
-            .with_details(vec![(field.to_owned(), message)])
-    };
-    let since = usage::parse_since(query.since.as_deref(), now).map_err(|m| invalid("since", m))?;
-    let by = match query.by.as_deref() {
-        None => GroupBy::Model,
-        Some(raw) => GroupBy::parse(raw)
-            .ok_or_else(|| invalid("by", format!("`by` must be {}", GroupBy::NAMES)))?,
-    };
-    Ok((since, by))
 }
 
 /// Records one answered request: the client key (when one was required), the model the
@@ -84,29 +68,5 @@ pub fn record(
     let now = rt.clock.epoch_ms();
     if let Ok(mut ledger) = rt.stats.usage.lock() {
         ledger.record(now, tuple, Totals::of_request(reported));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_parameters_are_named() {
-        let q = |since: Option<&str>, by: Option<&str>| UsageQuery {
-            since: since.map(str::to_owned),
-            by: by.map(str::to_owned),
-        };
-        let now = 1_700_000_000_000;
-        assert_eq!(parse(&q(None, None), now).unwrap().1, GroupBy::Model);
-        assert_eq!(
-            parse(&q(Some("1h"), Some("key")), now).unwrap(),
-            (now - 3_600_000, GroupBy::Key)
-        );
-        let e = parse(&q(None, Some("user")), now).unwrap_err();
-        assert_eq!(e.0.code, "invalid_query");
-        assert_eq!(e.0.fields["details"][0]["field"], "by");
-        let e = parse(&q(Some("soon"), None), now).unwrap_err();
-        assert_eq!(e.0.fields["details"][0]["field"], "since");
     }
 }
