@@ -11,6 +11,7 @@
 //! tuples beyond that are summed under [`OTHER`].
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -72,15 +73,16 @@ impl Totals {
     }
 }
 
-/// Who sent a request and where it went.
+/// Who sent a request and where it went. Shared strings, so recording a request clones the
+/// node's own ids instead of allocating copies.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tuple {
     /// The client key's id, or [`OTHER`] when the node requires no key.
-    pub key: Box<str>,
+    pub key: Arc<str>,
     /// The model the provider served.
-    pub model: Box<str>,
-    pub provider: Box<str>,
-    pub connection: Box<str>,
+    pub model: Arc<str>,
+    pub provider: Arc<str>,
+    pub connection: Arc<str>,
 }
 
 impl Tuple {

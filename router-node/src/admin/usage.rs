@@ -8,6 +8,8 @@
 //!
 //! [`UsageLedger`]: switchyard_shared::usage::UsageLedger
 
+use std::sync::Arc;
+
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
@@ -51,16 +53,16 @@ pub async fn usage(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
 pub fn record(
     rt: &Runtime,
     key: Option<&str>,
-    model: &str,
-    provider: &str,
-    connection: &str,
+    model: &Arc<str>,
+    provider: &Arc<str>,
+    connection: &Arc<str>,
     reported: Option<&switchyard_shared::sse::Usage>,
 ) {
     let tuple = Tuple {
         key: key.unwrap_or(usage::OTHER).into(),
-        model: model.into(),
-        provider: provider.into(),
-        connection: connection.into(),
+        model: model.clone(),
+        provider: provider.clone(),
+        connection: connection.clone(),
     };
     if let (Some(key), Some(reported)) = (key, reported) {
         rt.metrics.key_usage(key, reported);
