@@ -185,7 +185,7 @@ async fn resubscribed(admins: &[(usize, SocketAddr)], before: &[Option<f64>]) ->
                 .filter(|((_, a), b)| {
                     let now = metric(&metrics_text(*a), "switchyard_cluster_resyncs_total");
                     let resynced = matches!((now, b), (Some(n), Some(b)) if n > *b);
-                    !(resynced && !cluster_degraded(*a))
+                    !resynced || cluster_degraded(*a)
                 })
                 .map(|((i, _), _)| *i)
                 .collect();

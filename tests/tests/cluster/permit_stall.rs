@@ -5,7 +5,8 @@
 //! connection's key is the judge.
 //!
 //! It used to fail: every node resized its gate to `ceil(1 / 3) = 1` on the first timeout,
-//! so the three of them ran a request each at once.
+//! so the three of them ran a request each at once. And a node started while Redis was down
+//! took itself for alone and the whole cap with it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use switchyard_tests::cluster::{metric, metrics_text};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultMatch, FaultSpec, MockConfig, MockUpstream};
 use switchyard_tests::redis_server::RedisServer;
@@ -180,4 +182,124 @@ async fn the_cap_holds_while_redis_stalls_under_load() {
         statuses.len()
     );
     drop(nodes);
+}
+
+/// A node that starts while Redis is down cannot tell whether it is alone or one of many: it
+/// takes no share of the cap (its capped connection refuses after the queue wait instead of
+/// sending), and serves once Redis answers. It used to take the whole cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_without_redis_takes_no_share_until_redis_answers() {
+    let mut redis = RedisServer::start().unwrap();
+    let url = redis.url();
+    redis.kill();
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    // A short queue wait, so a request that finds no permit is answered soon.
+    let body = config(&mock.base_url(), &url, 0).replace(
+        "semaphore_queue_timeout_ms = 60000",
+        "semaphore_queue_timeout_ms = 1000",
+    );
+    let node = tokio::task::spawn_blocking(move || {
+        NodeProcess::start(&body, &[("CLIENT_KEY", CLIENT_KEY), ("UP_KEY", UP_KEY)])
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    // Past the permit TTL after the first failed call: a node that knew a count would fall
+    // back to its share by now.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let status = chat(&http, &node.client_url()).await;
+    assert_ne!(
+        status, 200,
+        "served without Redis by a node that knew no peers"
+    );
+    assert_eq!(
+        mock.stats().requests_for_key(UP_KEY),
+        0,
+        "the upstream was reached without a permit"
+    );
+
+    redis.restart().unwrap();
+    let served = crate::support::eventually(Duration::from_secs(20), || async {
+        chat(&http, &node.client_url()).await == 200
+    })
+    .await;
+    assert!(
+        served,
+        "not served after Redis came back; log:\n{}",
+        node.log()
+    );
+}
+
+/// The node's `switchyard_permits_over_cap` for the capped connection.
+async fn over_cap(node: &NodeProcess) -> Option<f64> {
+    let admin = node.admin;
+    tokio::task::spawn_blocking(move || {
+        metric(
+            &metrics_text(admin),
+            "switchyard_permits_over_cap{connection=\"capped\"}",
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// A request that outlives its permit's validity (Redis frozen longer than the grant lasts)
+/// is counted over the cap: Redis may have handed its permit to another node. Renewed once
+/// Redis answers again, it no longer is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_held_past_its_validity_is_counted_over_the_cap() {
+    let redis = RedisServer::start().unwrap();
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    mock.script(FaultSpec {
+        matcher: FaultMatch {
+            model: Some("work".to_owned()),
+            ..FaultMatch::default()
+        },
+        latency_before_headers_ms: Some(8_000),
+        ..FaultSpec::default()
+    })
+    .unwrap();
+    let body = config(&mock.base_url(), &redis.url(), 0);
+    let node = tokio::task::spawn_blocking(move || {
+        NodeProcess::start(&body, &[("CLIENT_KEY", CLIENT_KEY), ("UP_KEY", UP_KEY)])
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let url = node.client_url();
+    let slow = tokio::spawn(async move { chat(&http, &url).await });
+    let running = crate::support::eventually(Duration::from_secs(10), || async {
+        mock.stats().in_flight >= 1
+    })
+    .await;
+    assert!(running, "the slow request never reached the upstream");
+    assert_eq!(over_cap(&node).await, Some(0.0), "covered by a valid grant");
+
+    redis.pause();
+    // The grant lasts 2.5 s from its renewal's send time.
+    let counted = crate::support::eventually(Duration::from_secs(4), || async {
+        over_cap(&node).await == Some(1.0)
+    })
+    .await;
+    redis.resume();
+    assert!(
+        counted,
+        "a permit past its validity was not counted over the cap"
+    );
+    let renewed = crate::support::eventually(Duration::from_secs(5), || async {
+        over_cap(&node).await == Some(0.0)
+    })
+    .await;
+    assert!(renewed, "still over the cap after Redis renewed the grant");
+    assert_eq!(slow.await.unwrap(), 200);
 }
