@@ -4,12 +4,11 @@
 
 use crate::runtime::RoutingTable;
 
-/// The number of live nodes, for the fallback share without Redis.
-///
-/// The last known count from the heartbeats (at least 1; it keeps its last value while Redis
-/// is away, which is exactly when the fallback needs it).
-pub fn live_nodes(rt: &RoutingTable) -> u32 {
-    rt.cluster.as_ref().map_or(1, |c| c.live_nodes())
+/// The last live-node count this node knew from the heartbeats, for the fallback share
+/// without Redis (it keeps its value while Redis is away); `None` until one heartbeat round
+/// succeeded, so a node that started while Redis was down does not take itself for alone.
+pub fn known_live_nodes(rt: &RoutingTable) -> Option<u32> {
+    rt.cluster.as_ref().and_then(|c| c.sync.known_live_nodes())
 }
 
 /// Empties the capped gates of a runtime about to serve (redis mode): it holds nothing until

@@ -120,6 +120,11 @@ impl SyncState {
         self.live_nodes.load(Ordering::Relaxed).max(1)
     }
 
+    /// The count from the last successful heartbeat round; `None` before the first.
+    pub fn known_live_nodes(&self) -> Option<u32> {
+        Some(self.live_nodes.load(Ordering::Relaxed)).filter(|n| *n > 0)
+    }
+
     pub fn subscribed(&self) -> bool {
         self.subscribed.load(Ordering::Relaxed)
     }

@@ -8,8 +8,14 @@
 //!
 //! Demand is the permits in use plus the requests waiting for one; a request that finds the
 //! gate full wakes the task at once, and the task renews at a third of the lease TTL (sooner
-//! while it holds unused permits or is short of them). With Redis unreachable the gate falls
-//! back to a local share, `ceil(cap / live_nodes)`.
+//! while it holds unused permits or is short of them).
+//!
+//! When a call fails (a slow command, a stalled or unreachable Redis) the gate keeps the block
+//! it holds, and no more, until that block's validity lapses on this node's monotonic clock;
+//! only then, and a permit TTL after the first failure, does it fall back to a share of the
+//! last known live-node count ([`crate::caps::grant`] decides; this task does the I/O).
+//! Permits in use that no valid grant covers are reported as
+//! `switchyard_permits_over_cap`.
 //!
 //! An idle connection makes no Redis calls: once Redis has acknowledged a report of zero
 //! permits, the task asks again only when demand appears ([`needs_redis`]). A node holding
@@ -23,13 +29,13 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::local_share;
 
 use crate::actors::ConnHandle;
-use crate::caps::gates::{live_nodes, prepare};
+use crate::caps::gates::{known_live_nodes, prepare};
+use crate::caps::grant::{Call, Held};
 use crate::reload::RuntimeCell;
 use crate::state::gate::Gate;
 
@@ -77,6 +83,8 @@ fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>)
                 running: running.clone(),
                 handles: vec![conn.clone()],
                 quiet: false,
+                held: Held::default(),
+                origin: Instant::now(),
             };
             actix_web::rt::spawn(task.run());
         }
@@ -91,9 +99,18 @@ struct Task {
     handles: Vec<Arc<ConnHandle>>,
     /// Redis acknowledged that this node holds none of the connection's permits.
     quiet: bool,
+    /// The node's block as Redis last granted it, and until when it binds.
+    held: Held,
+    /// Zero of the task's monotonic clock.
+    origin: Instant,
 }
 
 impl Task {
+    /// Milliseconds on the task's monotonic clock.
+    fn now(&self) -> Millis {
+        Millis::try_from(self.origin.elapsed().as_millis()).unwrap_or(Millis::MAX)
+    }
+
     async fn run(mut self) {
         loop {
             let rt = self.cell.load();
@@ -125,6 +142,7 @@ impl Task {
                         .permits_release(&self.id, &cluster.node_id)
                         .await;
                     rt.metrics.set_permits_held(&self.id, 0);
+                    rt.metrics.set_permits_over_cap(&self.id, 0);
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(REBALANCE_MS)).await;
@@ -148,36 +166,59 @@ impl Task {
                 .max(gate.limit())
                 .saturating_add(retired)
                 .min(cap.max(retired.saturating_add(gate.limit())));
-            let granted = if !needs_redis(ask, self.quiet) {
-                0
-            } else {
-                match cluster
+            if needs_redis(ask, self.quiet) {
+                let sent_at = self.now();
+                let reply = cluster
                     .store
                     .permits_acquire(&self.id, &cluster.node_id, ask, cap, PERMIT_TTL_MS)
-                    .await
-                {
+                    .await;
+                let granted = match reply {
                     Ok(granted) => {
                         self.quiet = ask == 0;
-                        granted
+                        Some(granted)
                     }
                     Err(e) => {
                         self.quiet = false;
                         tracing::debug!(connection = %self.id, error = %e,
-                            "cluster permits unavailable; using the local share");
-                        local_share(cap, live_nodes(&rt))
+                            "cluster permits unavailable; keeping the block while it is valid");
+                        None
                     }
-                }
-            };
-            resize(gate, granted.saturating_sub(retired));
+                };
+                let call = Call {
+                    sent_at,
+                    asked: ask,
+                    granted,
+                    seen_at: self.now(),
+                };
+                self.held = self.held.after(call, PERMIT_TTL_MS);
+            }
+            let now = self.now();
+            let limit = self
+                .held
+                .limit(now, cap, PERMIT_TTL_MS, known_live_nodes(&rt));
+            resize(gate, limit.saturating_sub(retired));
             let held = gate.limit();
             rt.metrics
                 .set_permits_held(&self.id, held.saturating_add(retired));
+            rt.metrics.set_permits_over_cap(
+                &self.id,
+                self.held
+                    .over_cap(now, gate.in_use().saturating_add(retired)),
+            );
             let busy = gate.in_use().saturating_add(gate.waiting());
-            let period = if busy != held || retired > 0 {
+            // While calls fail, ask again soon: the block must be renewed before it lapses
+            // (a store that is down refuses at once, so this costs Redis nothing).
+            let mut period = if busy != held || retired > 0 || self.held.failing_since.is_some() {
                 REBALANCE_MS
             } else {
                 PERMIT_TTL_MS / 3
             };
+            // Wake when the block lapses or the fallback begins, not up to a period later.
+            if !self.quiet
+                && let Some(at) = self.held.next_change(now, PERMIT_TTL_MS)
+            {
+                period = period.min(at.saturating_sub(now).max(1));
+            }
             drop(rt);
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(period)) => {}

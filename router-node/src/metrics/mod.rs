@@ -189,6 +189,8 @@ pub struct Metrics {
     egress_sibling_locks: IntCounterVec,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
+    /// Permits in use that no valid grant covers (held past validity, or a fallback share).
+    permits_over_cap: IntGaugeVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -462,6 +464,14 @@ impl Metrics {
             &["connection"],
         )?;
         r.register(Box::new(permits_held.clone()))?;
+        let permits_over_cap = IntGaugeVec::new(
+            Opts::new(
+                "switchyard_permits_over_cap",
+                "Cluster-wide max_concurrent permits in use on this node that no valid grant covers, by connection.",
+            ),
+            &["connection"],
+        )?;
+        r.register(Box::new(permits_over_cap.clone()))?;
         r.register(Box::new(StateCollector::new(
             providers.to_vec(),
             connections.to_vec(),
@@ -490,6 +500,7 @@ impl Metrics {
             session_pins_cleared,
             egress_sibling_locks,
             permits_held,
+            permits_over_cap,
         })
     }
 
@@ -526,6 +537,14 @@ impl Metrics {
         self.permits_held
             .with_label_values(&[connection])
             .set(i64::from(held));
+    }
+
+    /// The permits in use on this node for a (configured) connection that no valid grant
+    /// covers: Redis may have handed them to another node.
+    pub fn set_permits_over_cap(&self, connection: &str, over: u32) {
+        self.permits_over_cap
+            .with_label_values(&[connection])
+            .set(i64::from(over));
     }
 
     /// The metrics of a reloaded config, continuing these: the same registry and families
@@ -571,6 +590,7 @@ impl Metrics {
             session_pins_cleared: self.session_pins_cleared.clone(),
             egress_sibling_locks: self.egress_sibling_locks.clone(),
             permits_held: self.permits_held.clone(),
+            permits_over_cap: self.permits_over_cap.clone(),
         })
     }
 

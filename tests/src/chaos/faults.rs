@@ -33,6 +33,11 @@ pub enum Fault {
     RedisRestart,
     /// Node 2 is cut off from Redis, then healed.
     Partition,
+    /// Redis is frozen (SIGSTOP) for 1.5 s, then resumed: every call hangs rather than fails.
+    RedisStall,
+    /// Redis drops every node's event subscription (`CLIENT KILL`): nodes must subscribe
+    /// again and resync what they missed.
+    SubscriberKill,
     /// The coordinator is SIGKILLed and restarted.
     CoordinatorKill,
     /// c1 answers 402 (credits exhausted): it becomes terminal and must stay so.
@@ -42,7 +47,7 @@ pub enum Fault {
 impl Fault {
     /// The schedule's order. The terminal fault comes last so that a terminal connection does
     /// not shrink the pool the other faults act on.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 15] = [
         Fault::Baseline,
         Fault::LatencySpike,
         Fault::Burst503,
@@ -54,6 +59,8 @@ impl Fault {
         Fault::KillNode,
         Fault::RedisRestart,
         Fault::Partition,
+        Fault::RedisStall,
+        Fault::SubscriberKill,
         Fault::CoordinatorKill,
         Fault::Terminal402,
     ];
@@ -72,6 +79,8 @@ impl Fault {
             Fault::KillNode => "kill -9 node-1 mid-stream",
             Fault::RedisRestart => "Redis kill + restart",
             Fault::Partition => "node-2 partitioned from Redis",
+            Fault::RedisStall => "Redis SIGSTOP 1.5 s",
+            Fault::SubscriberKill => "CLIENT KILL of the nodes' subscribers",
             Fault::CoordinatorKill => "coordinator kill + restart",
             Fault::Terminal402 => "402 credits exhausted (c1)",
         }
@@ -139,9 +148,12 @@ impl Fault {
                 chunk_delay_ms: Some(150),
                 ..FaultSpec::default()
             })],
-            Fault::Baseline | Fault::RedisRestart | Fault::Partition | Fault::CoordinatorKill => {
-                Vec::new()
-            }
+            Fault::Baseline
+            | Fault::RedisRestart
+            | Fault::Partition
+            | Fault::RedisStall
+            | Fault::SubscriberKill
+            | Fault::CoordinatorKill => Vec::new(),
         };
         specs.into_iter().flatten().collect()
     }
@@ -208,7 +220,7 @@ mod tests {
             Duration::from_secs(30),
         );
         assert_eq!(soak.len(), 19);
-        assert_eq!(soak[13].fault, Fault::Baseline, "the list cycles");
+        assert_eq!(soak[15].fault, Fault::Baseline, "the list cycles");
         assert!(schedule(Duration::from_secs(5), Duration::ZERO, Duration::ZERO).is_empty());
     }
 
@@ -219,6 +231,8 @@ mod tests {
         assert_eq!(f[0].matcher.api_key.as_deref(), scenario::key_of("a0"));
         assert_eq!(Fault::Burst503.upstream_faults().len(), 3);
         assert!(Fault::RedisRestart.upstream_faults().is_empty());
+        assert!(Fault::RedisStall.upstream_faults().is_empty());
+        assert!(Fault::SubscriberKill.upstream_faults().is_empty());
         let slow = Fault::KillNode.upstream_faults();
         assert_eq!(slow.len(), 1);
         assert_eq!(slow[0].chunk_delay_ms, Some(150));

@@ -2,6 +2,7 @@
 //! upstream faults a phase scripts, with the time windows the checker needs to know about.
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::faults::{Fault, Phase};
@@ -10,6 +11,7 @@ use super::load::Load;
 use super::observe::epoch_ms;
 use super::report::Check;
 use super::topology::{NODES, PARTITIONED_NODE, Topology};
+use crate::cluster::{cluster_degraded, metric, metrics_text};
 use crate::harness::http_get_status;
 
 /// How long after Redis returns (or a partition heals) a node may still act on stale state:
@@ -18,6 +20,12 @@ pub(super) const RESYNC_MS: u64 = 6_000;
 
 /// The node killed by [`Fault::KillNode`].
 pub(super) const KILLED_NODE: usize = 1;
+
+/// How long [`Fault::RedisStall`] freezes Redis: half the permit TTL, five redis timeouts.
+const REDIS_STALL: Duration = Duration::from_millis(1_500);
+
+/// How long the nodes have to subscribe again and resync after [`Fault::SubscriberKill`].
+const RESUBSCRIBE_WITHIN: Duration = Duration::from_secs(10);
 
 pub(super) async fn sleep_until(at: Instant) {
     tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
@@ -97,6 +105,46 @@ pub(super) async fn act(
                 },
             ));
         }
+        Fault::RedisStall => {
+            sleep_until(at(0.2)).await;
+            let from = epoch_ms();
+            topo.pause_redis();
+            tokio::time::sleep(REDIS_STALL).await;
+            topo.resume_redis();
+            let back = epoch_ms();
+            for n in 0..NODES {
+                windows.blind.push((
+                    n,
+                    Span {
+                        from,
+                        to: back + RESYNC_MS,
+                    },
+                ));
+            }
+        }
+        Fault::SubscriberKill => {
+            sleep_until(at(0.2)).await;
+            let admins = topo.admins();
+            let before = resyncs(&admins).await;
+            let from = epoch_ms();
+            let killed = topo.kill_subscribers().await?;
+            let (resubscribed, detail) = resubscribed(&admins, &before).await;
+            let back = epoch_ms();
+            for n in 0..NODES {
+                windows.blind.push((
+                    n,
+                    Span {
+                        from,
+                        to: back + RESYNC_MS,
+                    },
+                ));
+            }
+            checks.push(Check {
+                name: "every node subscribed again and resynced after CLIENT KILL".to_owned(),
+                passed: killed >= NODES && resubscribed,
+                detail: format!("{killed} subscribers killed; {detail}"),
+            });
+        }
         Fault::CoordinatorKill => {
             topo.kill_coordinator();
             sleep_until(at(0.4)).await;
@@ -106,6 +154,59 @@ pub(super) async fn act(
         _ => {}
     }
     Ok(())
+}
+
+/// Each node's `switchyard_cluster_resyncs_total` (`None` when unreadable).
+async fn resyncs(admins: &[(usize, SocketAddr)]) -> Vec<Option<f64>> {
+    let admins = admins.to_vec();
+    tokio::task::spawn_blocking(move || {
+        admins
+            .iter()
+            .map(|(_, a)| metric(&metrics_text(*a), "switchyard_cluster_resyncs_total"))
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// Waits until every node has resynced since `before` and says it is subscribed again (not
+/// degraded); returns whether they all did within [`RESUBSCRIBE_WITHIN`], and how long it took.
+async fn resubscribed(admins: &[(usize, SocketAddr)], before: &[Option<f64>]) -> (bool, String) {
+    let started = Instant::now();
+    let admins = admins.to_vec();
+    let before = before.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut pending: Vec<usize> = admins.iter().map(|(i, _)| *i).collect();
+        // Bounded by time: one round every 100 ms.
+        while started.elapsed() < RESUBSCRIBE_WITHIN {
+            pending = admins
+                .iter()
+                .zip(&before)
+                .filter(|((_, a), b)| {
+                    let now = metric(&metrics_text(*a), "switchyard_cluster_resyncs_total");
+                    let resynced = matches!((now, b), (Some(n), Some(b)) if n > *b);
+                    !resynced || cluster_degraded(*a)
+                })
+                .map(|((i, _), _)| *i)
+                .collect();
+            if pending.is_empty() {
+                return (
+                    true,
+                    format!(
+                        "all resubscribed and resynced within {} ms",
+                        started.elapsed().as_millis()
+                    ),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (
+            false,
+            format!("nodes {pending:?} not resubscribed and resynced within 10 s"),
+        )
+    })
+    .await
+    .unwrap_or((false, "check task failed".to_owned()))
 }
 
 pub(super) fn set_node(load: &Load, i: usize, url: Option<String>) {

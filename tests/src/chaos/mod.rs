@@ -55,10 +55,10 @@ pub struct Options {
 }
 
 impl Options {
-    /// The CI form: each of the 13 faults for 7 s, then 10 s of recovery (about 100 s).
+    /// The CI form: each of the 15 faults for 7 s, then 10 s of recovery (about 115 s).
     pub fn short() -> Self {
         Self {
-            duration: Duration::from_secs(101),
+            duration: Duration::from_secs(115),
             phase: Duration::from_secs(7),
             recovery: Duration::from_secs(10),
             rate: 150,

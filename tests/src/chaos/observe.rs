@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_shared::store::{KeySpace, Subscriber, SubscriberEvent, SubscriberHandle};
+use futures_util::StreamExt as _;
+use switchyard_shared::store::KeySpace;
 use switchyard_shared::wire::{self, Envelope};
 
 use crate::cluster::{metric, metrics_text};
@@ -23,53 +24,71 @@ pub struct Seen {
 }
 
 /// Records every event published on the cluster channel (reconnecting across Redis restarts).
+///
+/// It listens with `PSUBSCRIBE` on the channel's exact name, where the nodes `SUBSCRIBE`: so
+/// in `CLIENT LIST` the nodes' subscribers have `sub=1` and the observer `sub=0`, and the
+/// subscriber-kill fault can cut the nodes' subscriptions without blinding the checker.
 pub struct EventLog {
     pub events: Arc<Mutex<Vec<Seen>>>,
     /// Payloads that did not decode.
     pub undecodable: Arc<Mutex<u64>>,
-    _subscriber: SubscriberHandle,
-    _task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl EventLog {
     pub fn start(redis_url: &str) -> redis::RedisResult<Self> {
         let client = redis::Client::open(redis_url)?;
         let channel = KeySpace::new(KEY_PREFIX).events_channel();
-        let (mut rx, handle) = Subscriber::spawn(client, channel, 65_536);
         let events = Arc::new(Mutex::new(Vec::new()));
         let undecodable = Arc::new(Mutex::new(0));
         let (ev, bad) = (Arc::clone(&events), Arc::clone(&undecodable));
         let task = tokio::spawn(async move {
-            while let Some(msg) = rx.recv().await {
-                if let SubscriberEvent::Message(payload) = msg {
-                    match wire::decode(&payload) {
-                        Ok(envelope) => {
-                            if let Ok(mut v) = ev.lock() {
-                                v.push(Seen {
-                                    received_ms: epoch_ms(),
-                                    envelope,
-                                });
-                            }
-                        }
-                        Err(_) => {
-                            if let Ok(mut n) = bad.lock() {
-                                *n += 1;
-                            }
-                        }
+            // Ends with the run (the task is aborted on drop); a lost connection is made again.
+            loop {
+                if let Ok(mut pubsub) = client.get_async_pubsub().await
+                    && pubsub.psubscribe(&channel).await.is_ok()
+                {
+                    let mut messages = pubsub.on_message();
+                    while let Some(msg) = messages.next().await {
+                        record(msg.get_payload_bytes(), &ev, &bad);
                     }
                 }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
         Ok(Self {
             events,
             undecodable,
-            _subscriber: handle,
-            _task: task,
+            task,
         })
     }
 
     pub fn snapshot(&self) -> Vec<Seen> {
         self.events.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for EventLog {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn record(payload: &[u8], events: &Mutex<Vec<Seen>>, undecodable: &Mutex<u64>) {
+    match wire::decode(payload) {
+        Ok(envelope) => {
+            if let Ok(mut v) = events.lock() {
+                v.push(Seen {
+                    received_ms: epoch_ms(),
+                    envelope,
+                });
+            }
+        }
+        Err(_) => {
+            if let Ok(mut n) = undecodable.lock() {
+                *n += 1;
+            }
+        }
     }
 }
 

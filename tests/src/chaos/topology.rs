@@ -15,6 +15,7 @@ use crate::fault_proxy::{FaultProxy, Mode};
 use crate::harness::NodeProcess;
 use crate::mock_upstream::{MockConfig, MockHandle, MockUpstream};
 use crate::redis_server::RedisServer;
+use crate::redis_topology::cli;
 
 use super::scenario::{self, MODEL};
 
@@ -160,6 +161,34 @@ impl Topology {
         tokio::task::block_in_place(|| self.redis.restart())
     }
 
+    /// Freezes Redis (SIGSTOP): connections stay open and nothing answers.
+    pub fn pause_redis(&self) {
+        self.redis.pause();
+    }
+
+    /// Resumes Redis after [`Topology::pause_redis`].
+    pub fn resume_redis(&self) {
+        self.redis.resume();
+    }
+
+    /// Kills every client of Redis that has subscribed to a channel (`sub=` above 0 in
+    /// `CLIENT LIST`): the nodes' event subscribers, not the checker's observer (which
+    /// pattern-subscribes). Returns how many were killed.
+    pub async fn kill_subscribers(&self) -> io::Result<usize> {
+        let port = self.redis.port;
+        tokio::task::spawn_blocking(move || -> io::Result<usize> {
+            let list = cli(port, &["CLIENT", "LIST", "TYPE", "pubsub"])?;
+            let mut killed = 0;
+            for id in channel_subscribers(&list) {
+                let out = cli(port, &["CLIENT", "KILL", "ID", &id.to_string()])?;
+                killed += out.trim().parse::<usize>().unwrap_or(0);
+            }
+            Ok(killed)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
     /// Cuts node [`PARTITIONED_NODE`] off from Redis, or heals the cut.
     pub fn partition(&self, cut: bool) {
         if cut {
@@ -201,6 +230,20 @@ impl Topology {
     }
 }
 
+/// Client ids of the `CLIENT LIST` lines whose `sub=` count is above 0.
+fn channel_subscribers(list: &str) -> Vec<u64> {
+    list.lines()
+        .filter_map(|line| {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|f| f.strip_prefix(name))
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            (field("sub=")? > 0).then_some(field("id=")?)
+        })
+        .collect()
+}
+
 fn node_process(
     i: usize,
     redis_url: &str,
@@ -220,4 +263,18 @@ fn node_process(
         &scenario::node_body(mock_base),
         &env,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::channel_subscribers;
+
+    #[test]
+    fn only_channel_subscribers_are_picked() {
+        let list = "id=3 addr=127.0.0.1:5000 name= db=0 sub=1 psub=0 cmd=subscribe\n\
+                    id=7 addr=127.0.0.1:5001 name= db=0 sub=0 psub=1 cmd=psubscribe\n\
+                    id=9 addr=127.0.0.1:5002 name= db=0 sub=2 psub=0 cmd=subscribe\n";
+        assert_eq!(channel_subscribers(list), [3, 9]);
+        assert!(channel_subscribers("").is_empty());
+    }
 }
