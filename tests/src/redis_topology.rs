@@ -244,6 +244,15 @@ impl RedisCluster {
         format!("redis+cluster://{}/", hosts.join(","))
     }
 
+    /// [`RedisCluster::url`] with the node on `first` as the first seed (a node's subscriber
+    /// starts there).
+    pub fn url_from(&self, first: u16) -> String {
+        let mut ports = self.ports.clone();
+        ports.sort_by_key(|&p| p != first);
+        let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        format!("redis+cluster://{}/", hosts.join(","))
+    }
+
     /// `CLUSTER NODES` as seen by the first live node.
     fn nodes_view(&self) -> Vec<NodeLine> {
         self.live_ports()

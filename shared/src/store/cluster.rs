@@ -12,9 +12,9 @@
 //! `#insecure`) apply to every node. Redis Cluster has only database 0.
 //!
 //! Pub/sub: a `PUBLISH` on any node of a Redis Cluster reaches the subscribers of every node, so
-//! the subscriber needs no routing. It connects to a reachable seed, and a rebuilt subscriber
-//! starts from the next seed, so losing the node it was on (a killed master, a drained pod)
-//! moves it on rather than retrying a dead address.
+//! the subscriber needs no routing. It connects to the seed it used last while that one
+//! answers, else to the next seed that does, so losing the node it was on (a killed master, a
+//! drained pod) moves it on rather than retrying a dead address.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -77,8 +77,8 @@ impl ClusterUrl {
 pub(crate) struct ClusterTarget {
     client: ClusterClient,
     seeds: Vec<Client>,
-    /// The seed the next [`ClusterTarget::subscriber_client`] call tries first.
-    next_seed: AtomicUsize,
+    /// The seed handed out last: the next [`ClusterTarget::subscriber_client`] tries it first.
+    current_seed: AtomicUsize,
 }
 
 impl ClusterTarget {
@@ -112,7 +112,7 @@ impl ClusterTarget {
         Ok(Self {
             client,
             seeds,
-            next_seed: AtomicUsize::new(0),
+            current_seed: AtomicUsize::new(0),
         })
     }
 
@@ -128,19 +128,22 @@ impl ClusterTarget {
         self.seeds[0].clone()
     }
 
-    /// A client for the subscriber: the first seed, starting after the one handed out last,
-    /// that answers a `PING` within `timeout`; the next seed in turn when none answers.
+    /// A client for the subscriber: the first seed that answers a `PING` within `timeout`,
+    /// starting with the one handed out last (a subscriber rebuilt while its node is fine stays
+    /// there); when none answers, the seed after the last one, so retries cycle.
     pub async fn subscriber_client(&self, timeout: Duration) -> Client {
-        let start = self.next_seed.fetch_add(1, Ordering::Relaxed);
         let n = self.seeds.len();
+        let start = self.current_seed.load(Ordering::Relaxed) % n;
         for i in 0..n {
-            let client = &self.seeds[(start + i) % n];
-            if answers_ping(client, timeout).await {
-                self.next_seed.store(start + i + 1, Ordering::Relaxed);
-                return client.clone();
+            let at = (start + i) % n;
+            if answers_ping(&self.seeds[at], timeout).await {
+                self.current_seed.store(at, Ordering::Relaxed);
+                return self.seeds[at].clone();
             }
         }
-        self.seeds[start % n].clone()
+        let next = (start + 1) % n;
+        self.current_seed.store(next, Ordering::Relaxed);
+        self.seeds[next].clone()
     }
 }
 
@@ -209,7 +212,8 @@ mod tests {
     #[tokio::test]
     async fn the_subscriber_client_moves_to_the_next_seed_when_none_answers() {
         // Nothing listens on these ports (1 and 2 are privileged and unused on loopback), so
-        // every attempt fails and each call hands out the next seed in turn.
+        // every attempt fails and each call hands out the next seed in turn. (Staying on a
+        // seed that answers is covered by the Redis Cluster failover test.)
         let url = ClusterUrl::parse("redis+cluster://127.0.0.1:1,127.0.0.1:2")
             .unwrap()
             .unwrap();

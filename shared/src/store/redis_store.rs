@@ -178,9 +178,9 @@ impl RedisStore {
 
     /// The client for a pub/sub connection, after making sure the server is known: in
     /// sentinel mode this asks the sentinel for the master first (best effort; on failure the
-    /// last known client is returned). In cluster mode it is the next seed node that answers
-    /// (a `PUBLISH` reaches the subscribers on every node), so each call after a lost
-    /// subscription moves on from the node it was on.
+    /// last known client is returned). In cluster mode it is the seed used last if it still
+    /// answers, else the next one that does (a `PUBLISH` reaches the subscribers on every
+    /// node), so a subscriber rebuilt after its node died moves on.
     pub async fn pubsub_client(&self) -> Client {
         match &self.topology {
             Topology::Server => {}

@@ -81,15 +81,18 @@ fn store_on(url: &str) -> RedisStore {
     .unwrap()
 }
 
-/// A Redis Cluster with replicas and two nodes on it, both subscribed.
+/// A Redis Cluster with replicas and two nodes on it, both subscribed. The first seed of the
+/// nodes' URL is the master owning the install's slot, so their subscribers start on it.
 async fn start(mock: &MockHandle, conns: usize) -> (RedisCluster, Vec<NodeProcess>) {
     let body = body(mock, conns);
     let env = key_env(conns);
     let (topo, nodes) = tokio::task::spawn_blocking(move || {
         let topo = RedisCluster::start_with_replicas().expect("redis cluster");
+        let slot = topo.slot_of(&format!("{TAGGED}settings")).unwrap();
+        let url = topo.url_from(topo.master_of(slot).unwrap());
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let nodes: Vec<NodeProcess> = (0..2)
-            .map(|i| start_node(&format!("node-{i}"), &topo.url(), &body, &env).unwrap())
+            .map(|i| start_node(&format!("node-{i}"), &url, &body, &env).unwrap())
             .collect();
         (topo, nodes)
     })
@@ -185,6 +188,15 @@ async fn nodes_on_a_redis_cluster_share_cooldowns_and_terminal_states() {
     drop(topo);
 }
 
+/// Clients of the node on `port` subscribed to a channel (the nodes' event subscribers).
+fn subscribers(port: u16) -> usize {
+    cli(port, &["CLIENT", "LIST"])
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" sub=1 "))
+        .count()
+}
+
 /// What the load generator saw: answers by status, and requests without an answer.
 #[derive(Debug, Default)]
 struct Load {
@@ -234,13 +246,21 @@ async fn a_redis_cluster_failover_under_load_keeps_state_and_nodes_answering() {
     a_429_reaches(&mock, "sk-0", a, b, 1).await;
     a_terminal_state_reaches(&mock, "sk-1", a, b).await;
 
-    // Load on both nodes while the master owning the install's slot is killed.
+    // Load on both nodes while the master owning the install's slot, which also holds both
+    // nodes' subscribers, is killed.
     let slot = topo.slot_of(&format!("{TAGGED}settings")).unwrap();
+    let owner = topo.master_of(slot).unwrap();
+    assert_eq!(
+        subscribers(owner),
+        2,
+        "the subscribers start on the first seed"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let targets: Vec<String> = nodes.iter().map(NodeProcess::client_url).collect();
     let loader = tokio::spawn(load(targets, Arc::clone(&stop), Duration::from_secs(90)));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut topo = topo;
+    let killed_at = Instant::now();
     let (topo, (killed, promoted)) = tokio::task::spawn_blocking(move || {
         let moved = topo.fail_over_slot(slot).expect("failover");
         (topo, moved)
@@ -248,8 +268,10 @@ async fn a_redis_cluster_failover_under_load_keeps_state_and_nodes_answering() {
     .await
     .unwrap();
     assert_ne!(killed, promoted);
+    let promoted_after = killed_at.elapsed();
 
-    // Both nodes come back on the promoted master (subscribed, not degraded).
+    // Both nodes lost their subscriber with the master it was on; both subscribe again on
+    // another node and are back on the promoted master (not degraded).
     for n in [a, b] {
         assert!(
             eventually(Duration::from_secs(30), || async { !degraded(n).await }).await,
@@ -257,10 +279,21 @@ async fn a_redis_cluster_failover_under_load_keeps_state_and_nodes_answering() {
             n.log()
         );
     }
+    let healed_after = killed_at.elapsed();
+    // The subscribers moved to other nodes of the list.
+    let moved: usize = topo.live_ports().into_iter().map(subscribers).sum();
+    assert_eq!(moved, 2, "subscribers on the live nodes after the failover");
     // Keep the load a little longer on the healed cluster, then look at what it saw.
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let seen = loader.await.unwrap();
+    eprintln!(
+        "failover: replica promoted after {promoted_after:?}, both nodes subscribed again after \
+         {healed_after:?}; load: {} ok, {} errors, {} unanswered",
+        seen.ok,
+        seen.errors.len(),
+        seen.unanswered.len()
+    );
     assert!(
         seen.ok > 10,
         "too few requests served during the failover: {seen:?}"
