@@ -1,6 +1,7 @@
-//! Production Redis topologies for failover tests: a local Redis Cluster of masters and a
-//! Sentinel setup (one master, one replica, one sentinel), all real `redis-server` processes on
-//! free loopback ports, killed by the PIDs started here when dropped.
+//! Production Redis topologies for failover tests: a local Redis Cluster (masters, optionally
+//! with replicas) and a Sentinel setup (one master, one replica, one sentinel), all real
+//! `redis-server` processes on free loopback ports, killed by the PIDs started here when
+//! dropped.
 //!
 //! Why: Kubernetes deployments run Redis behind Sentinel or as a Redis Cluster, and a failover
 //! is a fault the cluster state must survive. Nothing here uses a Redis that happens to run on
@@ -93,23 +94,78 @@ impl Drop for Owned {
     }
 }
 
-/// A Redis Cluster of masters without replicas, slots spread by `redis-cli --cluster create`.
+/// A Redis Cluster, slots spread by `redis-cli --cluster create`.
 pub struct RedisCluster {
     nodes: Vec<Owned>,
     pub ports: Vec<u16>,
     _dirs: Vec<tempfile::TempDir>,
 }
 
+/// One line of `CLUSTER NODES`: a node's port, role, health and slots.
+#[derive(Debug, Clone)]
+struct NodeLine {
+    id: String,
+    port: u16,
+    master: bool,
+    failed: bool,
+    master_id: String,
+    slots: Vec<(u16, u16)>,
+}
+
+fn parse_cluster_nodes(text: &str) -> Vec<NodeLine> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let addr = f.get(1)?;
+            let port = addr
+                .split(['@', ','])
+                .next()?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()?;
+            let flags = f.get(2)?;
+            let slots = f
+                .iter()
+                .skip(8)
+                .filter(|s| !s.starts_with('['))
+                .filter_map(|s| match s.split_once('-') {
+                    Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+                    None => s.parse().ok().map(|n| (n, n)),
+                })
+                .collect();
+            Some(NodeLine {
+                id: (*f.first()?).to_owned(),
+                port,
+                master: flags.contains("master"),
+                failed: flags.contains("fail"),
+                master_id: (*f.get(3)?).to_owned(),
+                slots,
+            })
+        })
+        .collect()
+}
+
 impl RedisCluster {
-    /// Starts `masters` (at least 3) cluster-enabled servers and joins them; returns once
-    /// every node reports `cluster_state:ok`.
+    /// Starts `masters` (at least 3) cluster-enabled servers without replicas and joins them;
+    /// returns once every node reports `cluster_state:ok`.
     pub fn start(masters: usize) -> std::io::Result<Self> {
+        Self::start_with(masters.max(3), 0, 2000)
+    }
+
+    /// Starts 3 masters with one replica each (6 servers; a node is failed after 1 s without
+    /// an answer, so a replica is promoted within a few seconds of its master's death).
+    pub fn start_with_replicas() -> std::io::Result<Self> {
+        Self::start_with(3, 1, 1000)
+    }
+
+    fn start_with(masters: usize, replicas: usize, node_timeout_ms: u64) -> std::io::Result<Self> {
         let mut cluster = Self {
             nodes: Vec::new(),
             ports: Vec::new(),
             _dirs: Vec::new(),
         };
-        for _ in 0..masters.max(3) {
+        for _ in 0..masters * (1 + replicas) {
             let port = free_cluster_port()?;
             let dir = tempfile::tempdir()?;
             let child = Command::new(redis_server_binary())
@@ -120,7 +176,7 @@ impl RedisCluster {
                     "--cluster-config-file",
                     "nodes.conf",
                 ])
-                .args(["--cluster-node-timeout", "2000"])
+                .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
                 .args(["--save", "", "--appendonly", "no"])
                 .arg("--dir")
                 .arg(dir.path())
@@ -142,7 +198,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -157,10 +213,129 @@ impl RedisCluster {
                 cli(port, &["CLUSTER", "INFO"]).is_ok_and(|s| s.contains("cluster_state:ok"))
             })?;
         }
+        if replicas > 0 {
+            let expected = masters * replicas;
+            let first = cluster.ports[0];
+            wait_for(Duration::from_secs(20), "every replica linked", || {
+                let linked = cluster
+                    .ports
+                    .iter()
+                    .filter(|&&p| {
+                        cli(p, &["INFO", "replication"]).is_ok_and(|s| {
+                            s.contains("role:slave") && s.contains("master_link_status:up")
+                        })
+                    })
+                    .count();
+                linked == expected
+                    && cli(first, &["CLUSTER", "NODES"])
+                        .is_ok_and(|s| parse_cluster_nodes(&s).iter().all(|n| !n.failed))
+            })?;
+        }
         Ok(cluster)
     }
 
-    /// `redis://127.0.0.1:PORT` of every node (a cluster client needs only one to start).
+    /// `redis+cluster://127.0.0.1:P1,…/` with every node as a seed.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    /// [`RedisCluster::url`] with the node on `first` as the first seed (a node's subscriber
+    /// starts there).
+    pub fn url_from(&self, first: u16) -> String {
+        let mut ports = self.ports.clone();
+        ports.sort_by_key(|&p| p != first);
+        let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    /// `CLUSTER NODES` as seen by the first live node.
+    fn nodes_view(&self) -> Vec<NodeLine> {
+        self.live_ports()
+            .into_iter()
+            .find_map(|p| {
+                cli(p, &["CLUSTER", "NODES"])
+                    .ok()
+                    .filter(|s| !s.trim().is_empty())
+            })
+            .map(|s| parse_cluster_nodes(&s))
+            .unwrap_or_default()
+    }
+
+    /// Ports of the nodes not killed here.
+    pub fn live_ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .zip(&self.ports)
+            .filter(|(n, _)| n.0.is_some())
+            .map(|(_, p)| *p)
+            .collect()
+    }
+
+    /// The slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot_of(&self, key: &str) -> Option<u16> {
+        let port = *self.live_ports().first()?;
+        cli(port, &["CLUSTER", "KEYSLOT", key])
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The port of the live master serving `slot`.
+    pub fn master_of(&self, slot: u16) -> Option<u16> {
+        self.nodes_view()
+            .into_iter()
+            .find(|n| n.master && !n.failed && n.slots.iter().any(|&(a, b)| a <= slot && slot <= b))
+            .map(|n| n.port)
+    }
+
+    /// The ports of the replicas of the master on `port`.
+    pub fn replicas_of(&self, port: u16) -> Vec<u16> {
+        let view = self.nodes_view();
+        let Some(id) = view.iter().find(|n| n.port == port).map(|n| n.id.clone()) else {
+            return Vec::new();
+        };
+        view.iter()
+            .filter(|n| n.master_id == id)
+            .map(|n| n.port)
+            .collect()
+    }
+
+    /// Kills (SIGKILL) the master serving `slot` and waits until one of its replicas serves
+    /// the slot as master and every live node reports `cluster_state:ok`. Returns the killed
+    /// port and the promoted one.
+    pub fn fail_over_slot(&mut self, slot: u16) -> std::io::Result<(u16, u16)> {
+        let old = self
+            .master_of(slot)
+            .ok_or_else(|| std::io::Error::other(format!("no master serves slot {slot}")))?;
+        let replicas = self.replicas_of(old);
+        if replicas.is_empty() {
+            return Err(std::io::Error::other(format!(
+                "master {old} has no replica"
+            )));
+        }
+        if let Some(i) = self.ports.iter().position(|&p| p == old) {
+            self.kill(i);
+        }
+        let mut promoted = None;
+        wait_for(Duration::from_secs(30), "a replica promoted", || {
+            promoted = self.master_of(slot).filter(|p| replicas.contains(p));
+            promoted.is_some_and(|p| cli(p, &["ROLE"]).is_ok_and(|s| s.starts_with("master")))
+                && self.live_ports().iter().all(|&p| {
+                    cli(p, &["CLUSTER", "INFO"]).is_ok_and(|s| s.contains("cluster_state:ok"))
+                })
+        })?;
+        promoted
+            .map(|p| (old, p))
+            .ok_or_else(|| std::io::Error::other("no replica promoted"))
+    }
+
+    /// `redis://127.0.0.1:PORT` of every node.
     pub fn urls(&self) -> Vec<String> {
         self.ports
             .iter()

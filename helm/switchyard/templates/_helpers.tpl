@@ -64,9 +64,13 @@ password, makes the pods' SWITCHYARD_REDIS_URL override it. */}}
 {{- if and (or .Values.redis.sentinel.masterName .Values.redis.sentinel.hosts) (not $sentinel) -}}
 {{- fail "redis.sentinel: set both hosts and masterName" -}}
 {{- end -}}
+{{- $cluster := gt (len .Values.redis.cluster.nodes) 0 -}}
 {{- $external := or .Values.redis.url .Values.redis.existingSecret -}}
-{{- if and $sentinel (or $external .Values.redis.bundled.enabled) -}}
-{{- fail "redis: set redis.sentinel or redis.url / redis.existingSecret or redis.bundled.enabled, only one" -}}
+{{- if and $sentinel (or $external .Values.redis.bundled.enabled $cluster) -}}
+{{- fail "redis: set redis.sentinel or redis.cluster or redis.url / redis.existingSecret or redis.bundled.enabled, only one" -}}
+{{- end -}}
+{{- if and $cluster (or $external .Values.redis.bundled.enabled) -}}
+{{- fail "redis: set redis.cluster or redis.url / redis.existingSecret or redis.bundled.enabled, only one" -}}
 {{- end -}}
 {{- if and $external .Values.redis.bundled.enabled -}}
 {{- fail "redis: set either redis.url / redis.existingSecret (external Redis) or redis.bundled.enabled=true (trials only), not both" -}}
@@ -79,6 +83,8 @@ password, makes the pods' SWITCHYARD_REDIS_URL override it. */}}
 {{- end -}}
 {{- if $sentinel -}}
 {{- printf "%s://%s/%s/%d" (ternary "rediss+sentinel" "redis+sentinel" .Values.redis.sentinel.tls) (join "," .Values.redis.sentinel.hosts) .Values.redis.sentinel.masterName (int64 .Values.redis.sentinel.db) -}}
+{{- else if $cluster -}}
+{{- printf "%s://%s/" (ternary "rediss+cluster" "redis+cluster" .Values.redis.cluster.tls) (join "," .Values.redis.cluster.nodes) -}}
 {{- else if .Values.redis.url -}}
 {{- .Values.redis.url -}}
 {{- else if .Values.redis.bundled.enabled -}}
@@ -87,7 +93,7 @@ password, makes the pods' SWITCHYARD_REDIS_URL override it. */}}
 {{- /* Placeholder for the config check; SWITCHYARD_REDIS_URL from the Secret replaces it. */ -}}
 redis://redis-url-from-secret:6379/0
 {{- else -}}
-{{- fail "redis: set redis.url, redis.sentinel or redis.existingSecret (an external Redis), or redis.bundled.enabled=true for a trial" -}}
+{{- fail "redis: set redis.url, redis.sentinel, redis.cluster or redis.existingSecret (an external Redis), or redis.bundled.enabled=true for a trial" -}}
 {{- end -}}
 {{- end -}}
 

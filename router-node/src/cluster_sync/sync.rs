@@ -37,7 +37,8 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
     // A restarted task is not subscribed until its own subscriber says so.
     cluster.sync.set_subscribed(false);
     let channel = cluster.store.keys().events_channel();
-    // In sentinel mode the client must name the current master, so it is resolved first.
+    // In sentinel mode the client must name the current master, so it is resolved first (in
+    // cluster mode: a reachable node).
     let (mut rx, mut handle) = Subscriber::spawn(
         cluster.store.pubsub_client().await,
         channel.clone(),
@@ -76,10 +77,11 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
                 if cluster.sync.subscribed() {
                     let mut inbox = Inbox { rx: &mut rx, runtime: &runtime, again: false };
                     resync_logged(&cluster, &runtime(), &mut inbox).await;
-                } else if cluster.store.is_sentinel() {
+                } else if cluster.store.pubsub_server_moves() {
                     // The subscriber keeps reconnecting to the server it was built for, which
-                    // after a failover is the old master: build it again for the master the
-                    // sentinel names now.
+                    // after a failover is the old master (Sentinel) or may be a dead node
+                    // (Redis Cluster): build it again for the master the sentinel names now,
+                    // or for the next reachable cluster node.
                     let (new_rx, new_handle) = Subscriber::spawn(
                         cluster.store.pubsub_client().await,
                         channel.clone(),

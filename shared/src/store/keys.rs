@@ -5,6 +5,14 @@
 //! its lockouts) live in one slot. Config ids are `[a-z0-9._-]+`, so an id can never contain a
 //! brace and break the tag. The prefix (`[cluster] key_prefix`) lets several deployments share
 //! one Redis.
+//!
+//! On Redis Cluster ([`KeySpace::hash_tagged`]) the prefix itself becomes the hash tag
+//! (`switchyard:` → `{switchyard}:`). Redis hashes only the first `{…}` of a key, so every key
+//! of one install lands on one slot: scripts that span entities (the janitor's pass, which
+//! touches the node set, node keys and permit tables together), pipelines, the set indexes the
+//! resync reads instead of `SCAN`, and any key built from the prefix later (a change log) are
+//! all single-slot by construction. The trade-off: one install's state lives on one shard, so
+//! it scales with that shard (its replica gives failover), not with the cluster's size.
 
 /// Builds key names under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +25,19 @@ impl KeySpace {
         Self {
             prefix: prefix.into(),
         }
+    }
+
+    /// The key space of an install on Redis Cluster: `prefix` (without its trailing `:`s)
+    /// becomes the hash tag every key starts with, so the whole install shares one slot. An
+    /// empty name falls back to `switchyard`; a prefix that already carries braces is kept.
+    pub fn hash_tagged(prefix: &str) -> Self {
+        if prefix.contains('{') {
+            return Self::new(prefix);
+        }
+        let name = prefix.trim_end_matches(':');
+        let separator = &prefix[name.len()..];
+        let name = if name.is_empty() { "switchyard" } else { name };
+        Self::new(format!("{{{name}}}{separator}"))
     }
 
     pub fn prefix(&self) -> &str {
@@ -135,6 +156,61 @@ mod tests {
         assert_eq!(tag(&k.breaker("p")), tag(&k.breaker_probe_fence("p")));
         assert_eq!(tag(&k.breaker("p")), tag(&k.breaker_failures("p")));
         assert_eq!(tag(&k.leader_lease()), tag(&k.leader_fence()));
+    }
+
+    /// The slot-deciding part of a key: the first non-empty `{…}`, else the whole key.
+    fn cluster_hash_part(key: &str) -> &str {
+        match key.find('{') {
+            Some(open) => match key[open + 1..].find('}') {
+                Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+                _ => key,
+            },
+            None => key,
+        }
+    }
+
+    #[test]
+    fn on_redis_cluster_every_key_of_an_install_shares_one_slot() {
+        let k = KeySpace::hash_tagged("sy:");
+        assert_eq!(k.prefix(), "{sy}:");
+        let keys = [
+            k.connection("c1"),
+            k.connection("c2"),
+            k.lockout_index("c1"),
+            k.lockout("p", "c2", "m"),
+            k.breaker("p"),
+            k.breaker_failures("q"),
+            k.breaker_probe("p"),
+            k.breaker_probe_fence("p"),
+            k.lease("c1"),
+            k.lease_fence("c2"),
+            k.permit_expiry("c1"),
+            k.permit_grants("c2"),
+            k.rate_bucket("key", "k1"),
+            k.settings(),
+            k.node("n1"),
+            k.nodes(),
+            k.leader_lease(),
+            k.leader_fence(),
+            format!("{}janitor:{{coordinator}}", k.prefix()),
+        ];
+        for key in &keys {
+            assert_eq!(cluster_hash_part(key), "sy", "{key}");
+        }
+        // The events channel carries the tag too, so an ACL pattern on the prefix covers it.
+        assert!(k.events_channel().starts_with("{sy}:"));
+    }
+
+    #[test]
+    fn a_hash_tagged_prefix_keeps_its_separator_and_never_has_an_empty_tag() {
+        assert_eq!(KeySpace::hash_tagged("blue-").prefix(), "{blue-}");
+        assert_eq!(KeySpace::hash_tagged("").prefix(), "{switchyard}");
+        assert_eq!(KeySpace::hash_tagged("::").prefix(), "{switchyard}::");
+        assert_eq!(KeySpace::hash_tagged("{x}:").prefix(), "{x}:");
+        // The single-server key space is unchanged: its keys keep their per-entity tags.
+        let single = KeySpace::new("sy:");
+        assert_eq!(cluster_hash_part(&single.connection("c1")), "c1");
+        assert_eq!(cluster_hash_part(&single.settings()), "sy:settings");
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! write here in the background (cooldowns, lockouts, breaker failures); only leased requests
 //! and cluster-wide caps wait for Redis, and never longer than the per-command timeout.
 //!
-//! - [`keys`]: every key name, hash-tagged so each script's keys share one Redis Cluster slot.
+//! - [`keys`]: every key name, hash-tagged so each script's keys share one Redis Cluster slot;
+//!   on Redis Cluster the prefix is the tag, so one install's keys all share one slot.
 //! - [`health`]: the pure Up/Degraded/Down policy that lets a node skip Redis while it is down
 //!   instead of paying a timeout per call.
-//! - [`RedisStore`]: the connections (a `ConnectionManager` for commands, a second one for the
-//!   resync's bulk reads), the timeout on every command, the health gate and the command
-//!   observer (latency/error metrics). The operations live in one module per concern, each
+//! - [`RedisStore`]: the connections (one for commands, a second one for the resync's bulk
+//!   reads; each a [`StoreConnection`] over one server, a Sentinel-named master or a Redis
+//!   Cluster: modules `sentinel`, `cluster`, `connection`), the timeout on every command, the
+//!   health gate and the command observer (latency/error metrics). The operations live in one module per concern, each
 //!   with its versioned Lua scripts under `lua/`.
 //! - [`connections`], [`lockouts`]: extend-only cooldowns, sticky terminal states and model
 //!   lockouts, with the cluster-wide thundering-herd guard inside the scripts.
@@ -28,6 +30,8 @@
 
 pub mod breaker;
 pub mod buckets;
+mod cluster;
+mod connection;
 pub mod connections;
 pub mod embedded;
 mod error;
@@ -47,6 +51,7 @@ mod url;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use buckets::BucketResult;
+pub use connection::{ClusterLink, StoreConnection};
 pub use connections::{
     ConnRecord, ConnState, ConnWrite, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS,
     SuccessApplied,

@@ -16,6 +16,14 @@
 //! a sentinel names, on first use; a failed command drops it, so the next command asks the
 //! sentinel again and follows a failover. Connection-record writes then also wait (`WAIT 1`,
 //! bounded) for a replica to have them, so a failover right after a cooldown write keeps it.
+//!
+//! With a `redis+cluster://` URL (see [`super::cluster`]) each lane is a Redis Cluster
+//! connection, built on first use, that sends everything to the master of the install's slot
+//! (see [`super::connection`]); the keys are hash-tagged with the prefix so that slot holds them
+//! all. The cluster connection follows redirections and failovers by itself; when Redis has
+//! been declared down the store drops it anyway, so the next probe starts again from the seed
+//! nodes instead of retrying addresses that may be gone. Writes wait for a replica as with
+//! Sentinel: a Redis Cluster failover promotes the replica.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -24,6 +32,8 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 use redis::{Client, RedisResult};
 
+use super::cluster::{ClusterTarget, ClusterUrl};
+use super::connection::{ClusterLink, InstallRoute, StoreConnection};
 use super::error::StoreError;
 use super::health::{HealthPolicy, HealthTracker, RedisState};
 use super::keys::KeySpace;
@@ -33,9 +43,11 @@ use crate::Millis;
 /// Where Redis is and how long a command may take.
 #[derive(Debug, Clone)]
 pub struct RedisStoreConfig {
-    /// `redis://[user:password@]host:port/db`, `rediss://…` for TLS, or
-    /// `redis+sentinel://[user:password@]host:port[,host:port…]/master_name[/db]`.
+    /// `redis://[user:password@]host:port/db`, `rediss://…` for TLS,
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/master_name[/db]`, or
+    /// `redis+cluster://[user:password@]host:port[,host:port…]/` (`rediss+…` for TLS).
     pub url: String,
+    /// Without its hash tag: on Redis Cluster the store makes it one ([`KeySpace::hash_tagged`]).
     pub key_prefix: String,
     /// Per-command timeout (`[cluster] redis_timeout_ms`).
     pub timeout_ms: Millis,
@@ -59,17 +71,31 @@ impl StoreObserver for NoopObserver {
     fn state_changed(&self, _: RedisState, _: RedisState) {}
 }
 
-/// The shared store over one Redis server.
+/// How the store finds its server.
+enum Topology {
+    /// One server at the URL.
+    Server,
+    /// The master a sentinel names.
+    Sentinel(SentinelTarget),
+    /// A Redis Cluster; the install's keys live on `route`'s slot.
+    Cluster {
+        target: ClusterTarget,
+        route: InstallRoute,
+    },
+}
+
+/// The shared store over one Redis server, a Sentinel-managed master or a Redis Cluster.
 pub struct RedisStore {
-    /// The current server's client (in sentinel mode: the last master found, before that
-    /// the first sentinel).
+    /// The client for pub/sub: the server's (in sentinel mode the last master found, before
+    /// that the first sentinel; in cluster mode the seed handed out last).
     client: Mutex<Client>,
-    /// `None` in sentinel mode until the master is known, and again after a failed command.
-    manager: Mutex<Option<ConnectionManager>>,
+    /// `None` in sentinel and cluster mode until first used, and again after the connection
+    /// was dropped (sentinel: a failed command; cluster: Redis declared down).
+    manager: Mutex<Option<StoreConnection>>,
     /// The bulk lane's connection, the same way.
-    bulk: Mutex<Option<ConnectionManager>>,
+    bulk: Mutex<Option<StoreConnection>>,
     manager_config: redis::aio::ConnectionManagerConfig,
-    sentinel: Option<SentinelTarget>,
+    topology: Topology,
     keys: KeySpace,
     timeout: Duration,
     health: Mutex<HealthTracker>,
@@ -83,16 +109,29 @@ impl RedisStore {
         config: &RedisStoreConfig,
         observer: Arc<dyn StoreObserver>,
     ) -> Result<Self, StoreError> {
-        let sentinel = match SentinelUrl::parse(&config.url) {
-            Some(parsed) => Some(SentinelTarget::new(&parsed?)?),
-            None => None,
-        };
-        let client_url = sentinel
-            .as_ref()
-            .map_or(config.url.as_str(), |s| s.first.as_str());
-        let client = Client::open(client_url)
-            .map_err(|e| StoreError::Config(redact_url_error(&e.to_string(), &config.url)))?;
         let timeout = Duration::from_millis(config.timeout_ms.max(1));
+        let redact = |e: StoreError| match e {
+            StoreError::Config(m) => StoreError::Config(redact_url_error(&m, &config.url)),
+            other => other,
+        };
+        let (topology, keys) = if let Some(parsed) = ClusterUrl::parse(&config.url) {
+            let keys = KeySpace::hash_tagged(&config.key_prefix);
+            let target = ClusterTarget::new(&parsed.map_err(redact)?, timeout).map_err(redact)?;
+            let route = InstallRoute::for_key(&keys.settings());
+            (Topology::Cluster { target, route }, keys)
+        } else if let Some(parsed) = SentinelUrl::parse(&config.url) {
+            let target = SentinelTarget::new(&parsed?)?;
+            let keys = KeySpace::new(config.key_prefix.clone());
+            (Topology::Sentinel(target), keys)
+        } else {
+            (Topology::Server, KeySpace::new(config.key_prefix.clone()))
+        };
+        let client = match &topology {
+            Topology::Server => Client::open(config.url.as_str()),
+            Topology::Sentinel(s) => Client::open(s.first.as_str()),
+            Topology::Cluster { target, .. } => Ok(target.first_seed()),
+        }
+        .map_err(|e| StoreError::Config(redact_url_error(&e.to_string(), &config.url)))?;
         let manager_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
@@ -100,11 +139,13 @@ impl RedisStore {
             // must stay shorter than one command timeout.
             .set_number_of_retries(1)
             .set_max_delay(timeout);
-        let lazy = || match sentinel {
-            Some(_) => Ok(None),
-            None => ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
-                .map(Some)
-                .map_err(|e| StoreError::Config(e.to_string())),
+        let lazy = || match topology {
+            Topology::Server => {
+                ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
+                    .map(|m| Some(StoreConnection::Server(m)))
+                    .map_err(|e| StoreError::Config(e.to_string()))
+            }
+            Topology::Sentinel(_) | Topology::Cluster { .. } => Ok(None),
         };
         let manager = lazy()?;
         let bulk = lazy()?;
@@ -113,8 +154,8 @@ impl RedisStore {
             manager: Mutex::new(manager),
             bulk: Mutex::new(bulk),
             manager_config,
-            sentinel,
-            keys: KeySpace::new(config.key_prefix.clone()),
+            topology,
+            keys,
             timeout,
             health: Mutex::new(HealthTracker::new(config.health)),
             started: Instant::now(),
@@ -137,17 +178,41 @@ impl RedisStore {
 
     /// The client for a pub/sub connection, after making sure the server is known: in
     /// sentinel mode this asks the sentinel for the master first (best effort; on failure the
-    /// last known client is returned).
+    /// last known client is returned). In cluster mode it is the seed used last if it still
+    /// answers, else the next one that does (a `PUBLISH` reaches the subscribers on every
+    /// node), so a subscriber rebuilt after its node died moves on.
     pub async fn pubsub_client(&self) -> Client {
-        if self.sentinel.is_some() {
-            let _ = self.ping().await;
+        match &self.topology {
+            Topology::Server => {}
+            Topology::Sentinel(_) => {
+                let _ = self.ping().await;
+            }
+            Topology::Cluster { target, .. } => {
+                let client = target.subscriber_client(self.timeout).await;
+                if let Ok(mut c) = self.client.lock() {
+                    *c = client.clone();
+                }
+                return client;
+            }
         }
         self.client()
     }
 
     /// Whether the store finds its server through Redis Sentinel.
     pub fn is_sentinel(&self) -> bool {
-        self.sentinel.is_some()
+        matches!(self.topology, Topology::Sentinel(_))
+    }
+
+    /// Whether the store runs on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.topology, Topology::Cluster { .. })
+    }
+
+    /// Whether [`RedisStore::pubsub_client`] can name another server than before (Sentinel: the
+    /// master moved; Cluster: the next node), so an owner whose subscription is lost should
+    /// build its subscriber again from it rather than let it retry the old address.
+    pub fn pubsub_server_moves(&self) -> bool {
+        !matches!(self.topology, Topology::Server)
     }
 
     pub fn timeout(&self) -> Duration {
@@ -165,7 +230,7 @@ impl RedisStore {
     /// bounded by the timeout and gated by the health tracker.
     pub async fn run<T, F, Fut>(&self, command: &'static str, f: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(StoreConnection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         self.run_on(Lane::Request, command, f).await
@@ -179,7 +244,7 @@ impl RedisStore {
         f: F,
     ) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(StoreConnection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         self.run_on(Lane::Bulk, command, f).await
@@ -192,7 +257,7 @@ impl RedisStore {
         f: F,
     ) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(StoreConnection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let now = self.elapsed_ms();
@@ -216,20 +281,25 @@ impl RedisStore {
         };
         self.observer
             .command(command, started.elapsed(), result.as_ref().err());
-        if self.sentinel.is_some()
-            && matches!(
-                result,
-                Err(StoreError::Redis { .. } | StoreError::Timeout { .. })
-            )
-        {
+        let failed = matches!(
+            result,
+            Err(StoreError::Redis { .. } | StoreError::Timeout { .. })
+        );
+        if failed && self.is_sentinel() {
             // The master may have moved: ask the sentinel again on the next command.
             self.forget_connections();
         }
         self.record(&result);
+        if failed && self.is_cluster() && self.state() == RedisState::Down {
+            // The cluster connection retries the nodes it knows; once Redis is declared down
+            // they may all be gone (replaced pods, a new configuration endpoint address), so
+            // the next probe starts again from the seeds.
+            self.forget_connections();
+        }
         result
     }
 
-    fn slot(&self, lane: Lane) -> &Mutex<Option<ConnectionManager>> {
+    fn slot(&self, lane: Lane) -> &Mutex<Option<StoreConnection>> {
         match lane {
             Lane::Request => &self.manager,
             Lane::Bulk => &self.bulk,
@@ -237,30 +307,45 @@ impl RedisStore {
     }
 
     /// The lane's multiplexed connection; in sentinel mode found through the sentinel when
-    /// unknown.
-    async fn manager(&self, lane: Lane) -> RedisResult<ConnectionManager> {
+    /// unknown, in cluster mode built (connecting in the background) when unknown.
+    async fn manager(&self, lane: Lane) -> RedisResult<StoreConnection> {
         if let Some(m) = self.slot(lane).lock().ok().and_then(|m| m.clone()) {
             return Ok(m);
         }
-        let Some(sentinel) = &self.sentinel else {
-            return Err(redis::RedisError::from((
+        match &self.topology {
+            Topology::Server => Err(redis::RedisError::from((
                 redis::ErrorKind::Client,
                 "no Redis connection",
-            )));
-        };
-        let client = sentinel.master().await?;
-        let manager =
-            ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config.clone())?;
-        if let Ok(mut c) = self.client.lock() {
-            *c = client;
+            ))),
+            Topology::Sentinel(sentinel) => {
+                let client = sentinel.master().await?;
+                let manager = StoreConnection::Server(ConnectionManager::new_lazy_with_config(
+                    client.clone(),
+                    self.manager_config.clone(),
+                )?);
+                if let Ok(mut c) = self.client.lock() {
+                    *c = client;
+                }
+                if let Ok(mut m) = self.slot(lane).lock() {
+                    *m = Some(manager.clone());
+                }
+                Ok(manager)
+            }
+            Topology::Cluster { target, route } => {
+                let mut slot = self.slot(lane).lock().map_err(|_| {
+                    redis::RedisError::from((redis::ErrorKind::Client, "connection lock poisoned"))
+                })?;
+                // Built under the lock: two first commands must not start two connections.
+                let link = slot.get_or_insert_with(|| {
+                    StoreConnection::Cluster(ClusterLink::new(target.connection(), route.clone()))
+                });
+                Ok(link.clone())
+            }
         }
-        if let Ok(mut m) = self.slot(lane).lock() {
-            *m = Some(manager.clone());
-        }
-        Ok(manager)
     }
 
-    /// Forgets both lanes' connections (sentinel mode: the master may have moved).
+    /// Forgets both lanes' connections (sentinel mode: the master may have moved; cluster
+    /// mode: start again from the seeds).
     fn forget_connections(&self) {
         if let Ok(mut m) = self.manager.lock() {
             *m = None;
@@ -270,11 +355,12 @@ impl RedisStore {
         }
     }
 
-    /// In sentinel mode, waits (bounded by half the command timeout) until a replica has
-    /// every write made so far on this connection, so a failover right after keeps them.
+    /// In sentinel and cluster mode, waits (bounded by half the command timeout) until a
+    /// replica has every write made so far on this connection, so a failover right after
+    /// keeps them (in cluster mode `WAIT` goes to the install's master, which took them).
     /// Best effort: an error or a lagging replica is not the write's failure.
     pub(crate) async fn replicate(&self) {
-        if self.sentinel.is_none() {
+        if matches!(self.topology, Topology::Server) {
             return;
         }
         let wait_ms = u64::try_from(self.timeout.as_millis() / 2)
@@ -338,10 +424,58 @@ enum Lane {
     Bulk,
 }
 
-/// Client errors may quote the URL; never let a password in it reach a log.
+/// Client errors may quote the URL; never let a password in it reach a log. The password is
+/// also replaced on its own: a cluster URL's seeds carry it under another scheme.
 fn redact_url_error(message: &str, url: &str) -> String {
-    match url.split_once('@') {
-        Some((credentials, _)) if !credentials.is_empty() => message.replace(credentials, "***"),
-        _ => message.to_owned(),
+    let Some((credentials, _)) = url.rsplit_once('@').filter(|(c, _)| !c.is_empty()) else {
+        return message.to_owned();
+    };
+    let message = message.replace(credentials, "***");
+    match credentials.rsplit_once(':') {
+        Some((_, password)) if !password.is_empty() && !password.starts_with("//") => {
+            message.replace(password, "***")
+        }
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_never_show_the_password_of_any_url_form() {
+        let url = "redis+cluster://app:s3cret@10.0.0.1:7000,10.0.0.2:7000/";
+        let message = "cannot connect to redis://app:s3cret@10.0.0.2:7000";
+        let redacted = redact_url_error(message, url);
+        assert!(!redacted.contains("s3cret"), "{redacted}");
+        assert!(redacted.contains("10.0.0.2:7000"), "{redacted}");
+        let user_only = redact_url_error("x redis://app@h:1", "redis://app@h:1");
+        assert_eq!(user_only, "x ***@h:1");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_url_makes_a_cluster_store_with_one_hash_tag() {
+        let config = RedisStoreConfig {
+            url: "redis+cluster://127.0.0.1:1,127.0.0.1:2/".to_owned(),
+            key_prefix: "sy:".to_owned(),
+            timeout_ms: 100,
+            health: HealthPolicy::default(),
+        };
+        let store = RedisStore::connect(&config, Arc::new(NoopObserver)).unwrap();
+        assert!(store.is_cluster() && !store.is_sentinel() && store.pubsub_server_moves());
+        assert_eq!(store.keys().prefix(), "{sy}:");
+        // Nothing listens there: the first command fails within the timeout, it never hangs.
+        let started = Instant::now();
+        assert!(store.ping().await.is_err());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let bad = RedisStoreConfig {
+            url: "redis+cluster://u:pw@h:1/3".to_owned(),
+            ..config
+        };
+        assert!(matches!(
+            RedisStore::connect(&bad, Arc::new(NoopObserver)),
+            Err(StoreError::Config(_))
+        ));
     }
 }

@@ -1,5 +1,6 @@
 //! Black-box scenarios of several `switchyard-node` processes sharing a real `redis-server`:
-//! state sync, breakers, concurrency caps, session leases, Redis outages and throughput.
+//! state sync, breakers, concurrency caps, session leases, Redis outages, Redis Sentinel and
+//! Redis Cluster failovers, and throughput.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -19,6 +20,7 @@ mod outage;
 mod permit_stall;
 mod permits_idle;
 mod probe;
+mod redis_cluster;
 mod sentinel;
 mod settings;
 mod supervision;

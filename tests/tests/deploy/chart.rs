@@ -74,6 +74,7 @@ fn chart_lints_renders_and_validates_against_kubernetes_schemas() {
         "hpa-off.yaml",
         "sentinel-acl.yaml",
         "bundled-acl.yaml",
+        "redis-cluster-acl.yaml",
     ] {
         assert!(
             output.contains(&format!("{set}: rendered")),
@@ -178,6 +179,35 @@ fn the_chart_points_at_sentinel_with_the_acl_user_and_never_renders_its_password
     assert!(
         url.starts_with("redis://switchyard:$(SWITCHYARD_REDIS_ACL_PASSWORD)@sy-switchyard-redis."),
         "{url}"
+    );
+}
+
+#[test]
+fn the_chart_points_at_a_redis_cluster_with_tls_and_the_acl_user() {
+    let r = rendered_redis_wiring("redis-cluster-acl.yaml");
+    for c in ["node", "coordinator"] {
+        if r[c].is_null() {
+            assert_ne!(c, "node", "no node container: {r}");
+            continue;
+        }
+        let url = env_of(&r[c], "SWITCHYARD_REDIS_URL")["value"]
+            .as_str()
+            .unwrap_or("");
+        assert_eq!(
+            url,
+            "rediss+cluster://switchyard:$(SWITCHYARD_REDIS_ACL_PASSWORD)@redis-cluster-0.redis-cluster:6379,redis-cluster-1.redis-cluster:6379,redis-cluster-2.redis-cluster:6379/",
+            "{c}"
+        );
+    }
+    // The config carries the cluster URL without credentials, and no bundled Redis runs.
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.contains("rediss+cluster://redis-cluster-0.redis-cluster:6379,"),
+        "{text}"
+    );
+    assert!(
+        r["redis"].is_null(),
+        "a bundled Redis next to the cluster: {r}"
     );
 }
 

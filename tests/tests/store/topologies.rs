@@ -3,8 +3,8 @@
 //!   keeps serving after the master is killed, on the promoted replica, with the cooldowns and
 //!   terminal states it wrote before (each written with `WAIT 1`).
 //! - Redis Cluster (3 masters): the test infrastructure forms the cluster and sees a killed
-//!   master. The store does not speak Redis Cluster yet (docs/cluster-state.md says what is
-//!   missing).
+//!   master. The store on Redis Cluster, with a failover, is tested with real nodes in
+//!   `tests/tests/cluster/redis_cluster.rs`.
 //!
 //! Each test starts its own `redis-server` processes on free ports and kills them by PID.
 

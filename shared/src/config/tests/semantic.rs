@@ -323,6 +323,11 @@ fn redis_mode_needs_a_redis_url() {
     assert!(config.validate().is_ok());
     config.cluster.redis_url = "redis+sentinel://".into();
     assert_error(&invalid(&config), "cluster.redis_url", "no host");
+    // So do Redis Cluster URLs (seed nodes).
+    config.cluster.redis_url = "rediss+cluster://u:pw@n1:6379,n2:6379/".into();
+    assert!(config.validate().is_ok());
+    config.cluster.redis_url = "redis+cluster:///".into();
+    assert_error(&invalid(&config), "cluster.redis_url", "no host");
     config.cluster.redis_url = "rediss://user:pw@cache:6380/1".into();
     config.cluster.node_ttl_ms = 1000;
     assert_error(&invalid(&config), "cluster.node_ttl_ms", "longer than");

@@ -152,13 +152,15 @@ fn cluster(config: &Config, errors: &mut Collector) {
     let cluster = &config.cluster;
     if cluster.mode == ClusterMode::Redis {
         let url = &cluster.redis_url;
-        // The store also takes Sentinel URLs (`store::sentinel`); only the env override was
-        // let through before, so a chart-written Sentinel URL failed the config check.
+        // The store also takes Sentinel and Redis Cluster URLs (`store::sentinel`,
+        // `store::cluster`), which the chart writes into the file.
         let rest = [
             "redis://",
             "rediss://",
             "redis+sentinel://",
             "rediss+sentinel://",
+            "redis+cluster://",
+            "rediss+cluster://",
         ]
         .iter()
         .find_map(|scheme| url.strip_prefix(scheme));
@@ -166,7 +168,8 @@ fn cluster(config: &Config, errors: &mut Collector) {
             None => errors.push(
                 "cluster.redis_url",
                 "must start with redis:// (or rediss:// for TLS, redis+sentinel:// or \
-                 rediss+sentinel:// for Sentinel) when mode = \"redis\"",
+                 rediss+sentinel:// for Sentinel, redis+cluster:// or rediss+cluster:// for \
+                 Redis Cluster) when mode = \"redis\"",
             ),
             Some(rest) if rest.split(['/', '?']).next().is_none_or(str::is_empty) => {
                 errors.push("cluster.redis_url", "has no host");
