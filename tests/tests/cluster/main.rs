@@ -11,6 +11,7 @@ mod breaker;
 mod caps;
 mod clock;
 mod heal;
+mod lease_failover;
 mod leases;
 mod members;
 mod operator;

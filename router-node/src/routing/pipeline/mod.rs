@@ -149,6 +149,14 @@ pub async fn run_target(
             Step::Skip(TargetSkip::Failed) if retry_round(rt, &mut ctx, rc, now).await => {
                 continue;
             }
+            // A leased connection that became ineligible: the lease moves, and the request
+            // with it (spec §2c).
+            Step::Skip(skip) if fence::may_move(req, &skip) => {
+                if fence::relocate(rt, req, &ctx, rc, now).await? {
+                    continue;
+                }
+                return Ok(release(ctx, rc, skip));
+            }
             Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
         };
         let fenced = fence::before_permits(rt, req, &conn).await?;
