@@ -133,7 +133,7 @@ async fn acquire_renew_fence_release() {
     );
     assert_eq!(s.read_leases(&[("c1", keys.clone())]).await, Ok(vec![]));
     // The next grant continues the count.
-    assert_eq!(
+    assert!(
         granted(s.lease_acquire(&keys, TOKEN_B, "key-1", 5_000).await) > g,
         "the next grant continues the count"
     );
