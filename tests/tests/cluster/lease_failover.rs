@@ -36,7 +36,6 @@ workers = 1
 
 [auth]
 require_api_key = true
-management_key_env = ""
 
 [[api_keys]]
 id = "agents"
