@@ -528,3 +528,70 @@ async fn a_lease_revoked_in_redis_while_its_request_queues_is_not_dispatched() {
     );
     drop(nodes);
 }
+
+/// In redis mode the move is the `lease_move_v1` script: a leased request whose connection
+/// answers 429 goes on on the next free connection, and Redis holds the lease there with the
+/// same generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_lease_moves_in_redis_with_its_generation() {
+    let redis = RedisServer::start().expect("redis");
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let config =
+        config(&mock, &redis.url()).replace(&format!("ttl_ms = {TTL_MS}"), "ttl_ms = 60000");
+    let nodes = start_nodes(&config, 1).await;
+    let env = Env {
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap(),
+        urls: nodes.iter().map(|n| n.client_url()).collect(),
+        ops: Mutex::new(Vec::new()),
+        count: AtomicUsize::new(0),
+        episodes: AtomicUsize::new(0),
+    };
+    let acquire = json!({"action": "acquire", "model": "p/m"});
+    let (status, json, _, _, _) = env
+        .call(0, "/api/v1/session-leases", 0, None, acquire)
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let generation = json["generation"].as_u64().unwrap();
+    let lease_gen = |conn: &str| {
+        switchyard_tests::redis_topology::cli(
+            redis.port,
+            &["HGET", &format!("switchyard:lease:{{{conn}}}"), "gen"],
+        )
+        .unwrap()
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(lease_gen("c1"), generation.to_string());
+
+    let limited = switchyard_tests::mock_upstream::FaultSpec::status(429)
+        .for_key(UP_KEY)
+        .header("Retry-After", "30")
+        .times(1);
+    mock.script(limited).unwrap();
+    let chat = json!({"model": "p/m", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, json, conn, _, _) = env
+        .call(0, "/v1/chat/completions", 0, Some(generation), chat.clone())
+        .await;
+    assert_eq!(
+        (status, conn.as_deref()),
+        (200, Some("c2")),
+        "{json}\n{}",
+        nodes[0].log()
+    );
+    assert_eq!(
+        lease_gen("c1"),
+        "",
+        "the old connection still holds the lease"
+    );
+    assert_eq!(lease_gen("c2"), generation.to_string());
+    // The next request finds the lease on c2 under the same generation.
+    let (status, json, conn, _, _) = env
+        .call(0, "/v1/chat/completions", 0, Some(generation), chat)
+        .await;
+    assert_eq!((status, conn.as_deref()), (200, Some("c2")), "{json}");
+    drop(nodes);
+}
