@@ -9,7 +9,9 @@
 //!    wire format; the provider cooldown and the breaker gate (perhaps a half-open probe,
 //!    held as a [`ProbeGuard`]); then, per attempt, the connection.
 //! 2. **fence** ([`fence`]): a leased request still holds the live lease of that connection,
-//!    checked before it waits for permits and again at dispatch time if it waited.
+//!    checked before it waits for permits and again at dispatch time if it waited. When the
+//!    leased connection is why nothing is left (ineligible, or failed in this request), the
+//!    lease moves to a free eligible connection with its generation and step 1 picks again.
 //! 3. **permits** ([`permits`]): request queue and concurrency gates (local or cluster-leased
 //!    permits), held as one RAII [`Permits`] value.
 //! 4. **attempt** ([`attempt`]): the attempt cap, then the upstream attempt itself.
