@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use switchyard_shared::Millis;
 use switchyard_shared::store::{
-    EmbeddedLeases, FenceCheck, LeaseAcquire, LeaseInfo, RedisStore, StoreError,
+    EmbeddedLeases, FenceCheck, LeaseAcquire, LeaseInfo, LeaseMove, RedisStore, StoreError,
 };
 
 use crate::runtime::RoutingTable;
@@ -122,6 +122,32 @@ impl<'a> Backend<'a> {
                     &store.connection_lease_keys(connection),
                     owner_token,
                     generation,
+                )
+                .await
+                .map_err(unavailable),
+        }
+    }
+
+    /// Moves the caller's lease from `from` to `to` with its generation (one store step).
+    pub async fn move_lease(
+        &self,
+        from: &str,
+        to: &str,
+        owner_token: &str,
+        generation: u64,
+        api_key_id: &str,
+    ) -> Result<LeaseMove, Unavailable> {
+        match self {
+            Backend::Embedded { now } => {
+                Ok(embedded()?.move_lease(from, to, owner_token, generation, api_key_id, *now))
+            }
+            Backend::Redis(store) => store
+                .lease_move(
+                    &store.connection_lease_keys(from),
+                    &store.connection_lease_keys(to),
+                    owner_token,
+                    generation,
+                    api_key_id,
                 )
                 .await
                 .map_err(unavailable),

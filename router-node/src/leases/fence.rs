@@ -76,12 +76,12 @@ pub async fn claim(
         return Err(errors::fence_stale());
     }
     rt.metrics.lease_op("claim", "ok");
-    Ok(Some(LeaseClaim {
-        owner_token: owner.to_owned(),
+    Ok(Some(LeaseClaim::new(
+        owner.to_owned(),
         generation,
-        connection: own.name.clone(),
-        api_key_id: key.id.clone(),
-    }))
+        own.name.clone(),
+        key.id.clone(),
+    )))
 }
 
 /// The dispatch fence: the claim still holds the live lease of `connection`.
@@ -90,7 +90,7 @@ pub async fn check(
     claim: &LeaseClaim,
     connection: &str,
 ) -> Result<(), GatewayError> {
-    if connection != claim.connection {
+    if connection != claim.connection() {
         rt.metrics.lease_op("fence", "mismatch");
         return Err(errors::connection_mismatch());
     }

@@ -15,6 +15,9 @@
 //!   [`crate::http::leases`].
 //! - [`fence`]: the inference side: the lease headers become a [`LeaseClaim`] at ingress, and
 //!   the claim is fenced right before every upstream dispatch.
+//! - [`moves`]: when the leased connection becomes ineligible (cooling, terminal, locked out
+//!   for the model, failed in this request), the lease moves to another free eligible
+//!   connection of the key with the same generation, in one store step.
 //! - [`errors`]: the `lease_error` bodies clients see.
 //!
 //! The owner token is a secret of the client: it is kept only as its SHA-256 by the store,
@@ -24,7 +27,10 @@
 pub mod backend;
 pub mod errors;
 pub mod fence;
+pub mod moves;
 pub mod policy;
+
+use std::sync::{Arc, Mutex};
 
 pub use crate::state::LeasePolicy;
 
@@ -40,10 +46,64 @@ pub struct LeaseClaim {
     /// The client's owner token (a secret; see the module docs).
     pub owner_token: String,
     pub generation: u64,
-    /// The connection the lease is on when the request arrived.
-    pub connection: String,
     /// The authenticated key that holds the lease.
     pub api_key_id: String,
+    /// Where the lease is: its connection when the request arrived, or where this request
+    /// moved it. Shared by the request's clones, since a move is the request's, not a copy's.
+    seat: Arc<Mutex<Seat>>,
+}
+
+#[derive(Debug)]
+struct Seat {
+    connection: String,
+    moves: u32,
+}
+
+impl LeaseClaim {
+    pub fn new(
+        owner_token: String,
+        generation: u64,
+        connection: String,
+        api_key_id: String,
+    ) -> Self {
+        Self {
+            owner_token,
+            generation,
+            api_key_id,
+            seat: Arc::new(Mutex::new(Seat {
+                connection,
+                moves: 0,
+            })),
+        }
+    }
+
+    /// The connection the lease is on, as far as this request knows.
+    pub fn connection(&self) -> String {
+        self.with_seat(|s| s.connection.clone())
+    }
+
+    /// How many times this request moved its lease.
+    pub fn moves(&self) -> u32 {
+        self.with_seat(|s| s.moves)
+    }
+
+    /// Records that the store moved the lease to `connection`.
+    fn moved_to(&self, connection: &str) {
+        self.with_seat(|s| {
+            s.connection = connection.to_owned();
+            s.moves += 1;
+        });
+    }
+
+    fn with_seat<T>(&self, f: impl FnOnce(&mut Seat) -> T) -> T {
+        // A poisoned seat only means a panic elsewhere while holding it; its fields are
+        // written in one assignment each, so they are still whole.
+        let mut seat = self
+            .seat
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut seat)
+    }
 }
 
 impl std::fmt::Debug for LeaseClaim {
@@ -51,7 +111,7 @@ impl std::fmt::Debug for LeaseClaim {
         f.debug_struct("LeaseClaim")
             .field("owner_token", &"<redacted>")
             .field("generation", &self.generation)
-            .field("connection", &self.connection)
+            .field("connection", &self.connection())
             .field("api_key_id", &self.api_key_id)
             .finish()
     }

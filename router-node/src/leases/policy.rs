@@ -1,4 +1,5 @@
-//! The pure rules of leases: formats, the owner's lease, the acquire plan, `Retry-After`.
+//! The pure rules of leases: formats, the owner's lease, the acquire plan, `Retry-After`, and
+//! when and where a lease moves off an ineligible connection.
 //!
 //! Everything here takes its inputs (live leases, candidate connections, times) as values, so
 //! the decisions are tested without a store or a clock.
@@ -115,6 +116,72 @@ pub fn plan_acquire(
     }
 }
 
+/// What routing knows about the leased connection when it cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SeatView {
+    /// Terminal (revoked, banned, expired credentials).
+    pub terminal: bool,
+    /// When its connection cooldown ends (0 or past = not cooling).
+    pub cooling_until: Millis,
+    /// When the lockout of the request's model on it ends, if there is one.
+    pub locked_until: Option<Millis>,
+    /// The quota preflight cut it off.
+    pub quota_cut: bool,
+    /// It failed in this request (a 429, a 5xx…), so this request will not use it again.
+    pub failed_in_request: bool,
+}
+
+/// Why a lease moves off its connection (the `reason` label of `switchyard_lease_moves_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveReason {
+    Terminal,
+    Failed,
+    Cooldown,
+    Lockout,
+    QuotaCutoff,
+}
+
+impl MoveReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Terminal => "terminal",
+            Self::Failed => "failed",
+            Self::Cooldown => "cooldown",
+            Self::Lockout => "lockout",
+            Self::QuotaCutoff => "quota_cutoff",
+        }
+    }
+}
+
+/// Whether the leased connection is ineligible at `now`, and why (the most lasting cause
+/// first). `None`: it is usable, and the lease stays (a full gate is not a reason to move).
+pub fn move_reason(seat: &SeatView, now: Millis) -> Option<MoveReason> {
+    if seat.terminal {
+        Some(MoveReason::Terminal)
+    } else if seat.failed_in_request {
+        Some(MoveReason::Failed)
+    } else if seat.cooling_until > now {
+        Some(MoveReason::Cooldown)
+    } else if seat.locked_until.is_some_and(|until| until > now) {
+        Some(MoveReason::Lockout)
+    } else if seat.quota_cut {
+        Some(MoveReason::QuotaCutoff)
+    } else {
+        None
+    }
+}
+
+/// Where a lease may move: the eligible connections (in routing order) other than its own
+/// that no live lease holds. The store re-checks that each is still free when moving.
+pub fn move_targets(current: &str, eligible: &[String], live: &[LeaseInfo]) -> Vec<String> {
+    eligible
+        .iter()
+        .filter(|c| c.as_str() != current)
+        .filter(|c| !live.iter().any(|l| &l.name == *c))
+        .cloned()
+        .collect()
+}
+
 /// RFC 3339 UTC time (millisecond precision) of a Unix time in ms, for the lease bodies.
 pub fn rfc3339(epoch_ms: u64) -> String {
     let secs = epoch_ms / 1000;
@@ -215,6 +282,57 @@ mod tests {
             plan_acquire(&[cand("c1", false)], &[], TOKEN, "k"),
             AcquirePlan::NoneEligible
         );
+    }
+
+    #[test]
+    fn a_lease_moves_only_off_an_ineligible_connection() {
+        let now = 1_000;
+        let usable = SeatView::default();
+        assert_eq!(move_reason(&usable, now), None);
+        // Expired causes are no reason.
+        let expired = SeatView {
+            cooling_until: now,
+            locked_until: Some(now - 1),
+            ..usable
+        };
+        assert_eq!(move_reason(&expired, now), None);
+        let cooling = SeatView {
+            cooling_until: now + 1,
+            ..usable
+        };
+        assert_eq!(move_reason(&cooling, now), Some(MoveReason::Cooldown));
+        let locked = SeatView {
+            locked_until: Some(now + 5),
+            ..usable
+        };
+        assert_eq!(move_reason(&locked, now), Some(MoveReason::Lockout));
+        let failed = SeatView {
+            failed_in_request: true,
+            ..cooling
+        };
+        assert_eq!(move_reason(&failed, now), Some(MoveReason::Failed));
+        let terminal = SeatView {
+            terminal: true,
+            ..failed
+        };
+        assert_eq!(
+            move_reason(&terminal, now).map(MoveReason::label),
+            Some("terminal")
+        );
+        let cut = SeatView {
+            quota_cut: true,
+            ..usable
+        };
+        assert_eq!(move_reason(&cut, now), Some(MoveReason::QuotaCutoff));
+    }
+
+    #[test]
+    fn move_targets_skip_the_own_and_held_connections() {
+        let other = "vlo_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
+        let live = vec![info("c1", TOKEN, "k", 5_000), info("c2", other, "k", 5_000)];
+        let eligible: Vec<String> = ["c1", "c2", "c3", "c4"].map(String::from).to_vec();
+        assert_eq!(move_targets("c1", &eligible, &live), vec!["c3", "c4"]);
+        assert!(move_targets("c1", &eligible[..2], &live).is_empty());
     }
 
     #[test]

@@ -179,6 +179,8 @@ pub struct Metrics {
     in_flight: IntGauge,
     /// Lease operations by op and result (closed sets; never a token or connection id).
     lease_ops: IntCounterVec,
+    /// Leases moved off an ineligible connection, by why (a closed set in `leases::policy`).
+    lease_moves: IntCounterVec,
     /// 429s whose typed `RetryInfo` paced a connection or locked a model, by effect.
     body_retries: IntCounterVec,
     /// Last-resort dispatches (global fallback model, emergency fallback) by result.
@@ -433,6 +435,13 @@ impl Metrics {
             "Exclusive session lease operations (acquire, renew, release, claim, fence) by result.",
             &["op", "result"],
         )?;
+        let lease_moves = counter_vec(
+            r,
+            "switchyard_lease_moves_total",
+            "Exclusive session leases moved to another connection (same generation), by why the \
+             leased connection became ineligible.",
+            &["reason"],
+        )?;
         let body_retries = counter_vec(
             r,
             "switchyard_body_retry_total",
@@ -495,6 +504,7 @@ impl Metrics {
             watchdog_aborts,
             in_flight,
             lease_ops,
+            lease_moves,
             body_retries,
             last_resorts,
             session_pins_cleared,
@@ -502,6 +512,11 @@ impl Metrics {
             permits_held,
             permits_over_cap,
         })
+    }
+
+    /// Counts one lease moved off its connection; `reason` comes from a closed set.
+    pub fn lease_moved(&self, reason: &str) {
+        self.lease_moves.with_label_values(&[reason]).inc();
     }
 
     /// Counts one lease operation; `op` and `result` come from closed sets in `leases`.
@@ -585,6 +600,7 @@ impl Metrics {
             watchdog_aborts: self.watchdog_aborts.clone(),
             in_flight: self.in_flight.clone(),
             lease_ops: self.lease_ops.clone(),
+            lease_moves: self.lease_moves.clone(),
             body_retries: self.body_retries.clone(),
             last_resorts: self.last_resorts.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),

@@ -54,14 +54,17 @@ impl RouteRequest {
         self.key.as_deref().map(|k| k.id.as_str())
     }
 
-    /// The connections the key may use (`[]` = all); a leased request only its lease's.
-    pub fn allowed_connections(&self) -> &[String] {
+    /// The connections the key may use (`[]` = all); a leased request only its lease's (which
+    /// a move may change during the request, hence owned).
+    pub fn allowed_connections(&self) -> std::borrow::Cow<'_, [String]> {
         if let Some(lease) = &self.lease {
-            return std::slice::from_ref(&lease.connection);
+            return std::borrow::Cow::Owned(vec![lease.connection()]);
         }
-        self.key
-            .as_deref()
-            .map_or(&[], |k| k.allowed_connections.as_slice())
+        std::borrow::Cow::Borrowed(
+            self.key
+                .as_deref()
+                .map_or(&[], |k| k.allowed_connections.as_slice()),
+        )
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::leases::{
-    FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, OWNER_PREFIX_LEN, owner_hash,
+    FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseMove, OWNER_PREFIX_LEN, owner_hash,
 };
 use crate::Millis;
 
@@ -123,6 +123,36 @@ impl EmbeddedLeases {
             }
             _ => FenceCheck::Stale,
         }
+    }
+
+    /// Moves the caller's lease from `from` to `to` with its generation and remaining time, as
+    /// the Redis move script does: the holder is checked on `from`, `to` must be free, and
+    /// `to`'s counter is raised to the generation.
+    pub fn move_lease(
+        &mut self,
+        from: &str,
+        to: &str,
+        owner_token: &str,
+        generation: u64,
+        api_key_id: &str,
+        now: Millis,
+    ) -> LeaseMove {
+        if self.fence(from, owner_token, generation, api_key_id, now) != FenceCheck::Valid {
+            return LeaseMove::Stale;
+        }
+        if let Some(held) = self.live_mut(to, now) {
+            return LeaseMove::TargetHeld {
+                retry_after_ms: held.expires_at.saturating_sub(now).max(1),
+            };
+        }
+        let Some(held) = self.held.remove(from) else {
+            return LeaseMove::Stale;
+        };
+        let ttl_ms = held.expires_at.saturating_sub(now);
+        let counter = self.generations.entry(to.to_owned()).or_insert(0);
+        *counter = (*counter).max(generation);
+        self.held.insert(to.to_owned(), held);
+        LeaseMove::Moved(LeaseGrant { generation, ttl_ms })
     }
 
     /// Operator action: drops the lease whoever holds it; the generation keeps counting.

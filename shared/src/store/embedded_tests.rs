@@ -154,3 +154,52 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_move_keeps_the_generation_and_refuses_stale_holders_and_held_targets() {
+    let mut l = EmbeddedLeases::new();
+    let LeaseAcquire::Acquired(a) = l.acquire("c1", "o1", "k", 10_000, 0) else {
+        panic!("free lease refused");
+    };
+    let LeaseAcquire::Acquired(_) = l.acquire("c3", "o2", "k", 10_000, 0) else {
+        panic!("free lease refused");
+    };
+    // A stale generation or another key moves nothing.
+    assert_eq!(
+        l.move_lease("c1", "c2", "o1", a.generation + 1, "k", 1_000),
+        LeaseMove::Stale
+    );
+    assert_eq!(
+        l.move_lease("c1", "c2", "o1", a.generation, "k2", 1_000),
+        LeaseMove::Stale
+    );
+    // A held target is refused with its remaining time.
+    assert_eq!(
+        l.move_lease("c1", "c3", "o1", a.generation, "k", 1_000),
+        LeaseMove::TargetHeld {
+            retry_after_ms: 9_000
+        }
+    );
+    // The move keeps the generation and the remaining time; the source is free again.
+    assert_eq!(
+        l.move_lease("c1", "c2", "o1", a.generation, "k", 4_000),
+        LeaseMove::Moved(LeaseGrant {
+            generation: a.generation,
+            ttl_ms: 6_000
+        })
+    );
+    assert_eq!(
+        l.fence("c1", "o1", a.generation, "k", 4_000),
+        FenceCheck::Stale
+    );
+    assert_eq!(
+        l.fence("c2", "o1", a.generation, "k", 4_000),
+        FenceCheck::Valid
+    );
+    // The next grant on the target is past the moved generation.
+    l.release("c2", "o1", a.generation, 4_000);
+    let LeaseAcquire::Acquired(b) = l.acquire("c2", "o3", "k", 10_000, 5_000) else {
+        panic!("free lease refused");
+    };
+    assert!(b.generation > a.generation);
+}

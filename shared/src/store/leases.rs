@@ -7,6 +7,15 @@
 //! on it ([`RedisStore::lease_fence`] before a dispatch, [`RedisStore::fenced_del`] for the
 //! janitor). Generations therefore only rise per lease, across expiries, releases and revokes.
 //!
+//! They also rise across a Redis failover that loses the last writes: a new generation is the
+//! counter plus one, raised to the server clock in microseconds when that is higher, so the
+//! promoted master (whose counter may have lost grants) issues past every generation the old
+//! master gave out. The cost is one `TIME` inside the acquire script; no `WAIT`, which would
+//! stall the multiplexed request-path connection.
+//!
+//! A lease can move to another connection with its generation ([`RedisStore::lease_move`]),
+//! when its connection becomes ineligible; the target's counter is raised to it.
+//!
 //! The owner is stored as the SHA-256 hex of its token ([`owner_hash`]); the token itself never
 //! leaves the node. Expiry is Redis's own `PX`, so the only clock involved is the server's.
 //! Every operation fails (it never guesses) when Redis cannot answer: callers fail closed.
@@ -22,13 +31,15 @@ use super::replies as reply;
 use crate::Millis;
 
 static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/lease_acquire_v1.lua")));
+    LazyLock::new(|| Script::new(include_str!("lua/lease_acquire_v2.lua")));
 static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/lease_renew_v1.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/lease_release_v1.lua")));
 static FENCE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/lease_fence_v1.lua")));
+static MOVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/lease_move_v1.lua")));
 static REVOKE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/lease_revoke_v1.lua")));
 static FENCED_DEL: LazyLock<Script> =
@@ -70,6 +81,17 @@ pub enum FenceCheck {
     Valid,
     /// No live lease, another owner, another generation or another api key id.
     Stale,
+}
+
+/// The answer to a move of a lease to another connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseMove {
+    /// Moved with its generation and remaining time.
+    Moved(LeaseGrant),
+    /// The caller no longer holds the source lease: nothing changed.
+    Stale,
+    /// Another lease holds the target, for about `retry_after_ms` more: nothing changed.
+    TargetHeld { retry_after_ms: Millis },
 }
 
 /// One live lease, as the admin API shows it (never the owner hash in full).
@@ -212,6 +234,48 @@ impl RedisStore {
         } else {
             FenceCheck::Stale
         })
+    }
+
+    /// Moves the caller's lease from `from` to `to`, keeping its generation and remaining
+    /// time, in one script: the holder and generation are checked on `from`, `to` must be
+    /// free, and `to`'s counter is raised to the generation.
+    ///
+    /// In Redis Cluster both leases must hash to one slot, as for any script.
+    pub async fn lease_move(
+        &self,
+        from: &LeaseKeys,
+        to: &LeaseKeys,
+        owner_token: &str,
+        generation: u64,
+        api_key_id: &str,
+    ) -> Result<LeaseMove, StoreError> {
+        const CMD: &str = "lease_move";
+        let owner = owner_hash(owner_token);
+        let value: Value = self
+            .run(CMD, |mut con| async move {
+                MOVE.key(&from.lease)
+                    .key(&to.lease)
+                    .key(&to.fence)
+                    .arg(&owner)
+                    .arg(generation)
+                    .arg(api_key_id)
+                    .invoke_async(&mut con)
+                    .await
+            })
+            .await?;
+        let [moved, generation, ttl] = reply::int_array::<3>(CMD, &value)?;
+        let ttl = reply::non_negative(CMD, ttl)?;
+        match moved {
+            1 => Ok(LeaseMove::Moved(LeaseGrant {
+                generation: reply::non_negative(CMD, generation)?,
+                ttl_ms: ttl,
+            })),
+            0 => Ok(LeaseMove::Stale),
+            -1 => Ok(LeaseMove::TargetHeld {
+                retry_after_ms: ttl.max(1),
+            }),
+            other => Err(reply::protocol(CMD, format!("moved flag {other}"))),
+        }
     }
 
     /// Operator action: drops the lease whoever holds it. The generation keeps counting, so

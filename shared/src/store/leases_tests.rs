@@ -18,7 +18,8 @@ fn owner_hash_is_sha256_hex_and_never_the_token() {
 fn scripts_are_versioned_and_take_their_keys_from_the_caller() {
     // Script bodies reach Redis only by SHA; make sure none hardcodes a key name.
     for body in [
-        include_str!("lua/lease_acquire_v1.lua"),
+        include_str!("lua/lease_acquire_v2.lua"),
+        include_str!("lua/lease_move_v1.lua"),
         include_str!("lua/lease_renew_v1.lua"),
         include_str!("lua/lease_release_v1.lua"),
         include_str!("lua/lease_fence_v1.lua"),

@@ -62,7 +62,9 @@ pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
-pub use leases::{FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, owner_hash};
+pub use leases::{
+    FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, LeaseMove, owner_hash,
+};
 pub use lockouts::{LockoutApplied, LockoutRecord};
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};

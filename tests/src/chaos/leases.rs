@@ -1,7 +1,8 @@
 //! Exclusive session leases under chaos: a few owners compete for a lease on connection a2
 //! (reserved for leases), then use, renew and release it through random nodes while the faults run, and a checker proves
 //! the fencing held (one owner per connection generation, no success under a generation after
-//! a newer one was granted, every lease operation answered definitely).
+//! a newer one was granted, every lease operation answered definitely). A lease may move to
+//! another connection with its generation; the checker follows it there.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -252,8 +253,11 @@ pub fn check(
             ));
         }
     }
-    // Which connection each episode's lease was on, from its served requests.
-    let mut lease_conn: HashMap<(usize, usize), String> = HashMap::new();
+    // Where each episode's lease was, from its served requests in order. A lease may move
+    // to another connection with its generation (its connection became ineligible), so an
+    // episode can be served on several connections; each stay on one connection starts
+    // either with the acquire or with the served request that moved it there.
+    let mut served: HashMap<(usize, usize), Vec<&LeaseOp>> = HashMap::new();
     let mut holder: HashMap<(String, u64), usize> = HashMap::new();
     for o in ops.iter().filter(|o| o.kind == "chat" && o.status == 200) {
         let Some(conn) = o.connection.clone() else {
@@ -263,14 +267,7 @@ pub fn check(
             ));
             continue;
         };
-        if let Some(prev) = lease_conn.insert((o.owner, o.episode), conn.clone())
-            && prev != conn
-        {
-            out.push(format!(
-                "owner {} episode {}: the lease moved from {prev} to {conn}",
-                o.owner, o.episode
-            ));
-        }
+        served.entry((o.owner, o.episode)).or_default().push(o);
         let h = *holder
             .entry((conn.clone(), o.generation))
             .or_insert(o.owner);
@@ -281,34 +278,73 @@ pub fn check(
             ));
         }
     }
-    // No success under a generation once a newer generation of the same connection was
-    // granted (the grant ended the older lease).
+    for list in served.values_mut() {
+        list.sort_by_key(|o| o.start);
+    }
+    // The acquire's connection: where the episode was first served (the checker's view of
+    // an acquire, whose answer names no connection).
     let grants: Vec<(&LeaseOp, &String)> = ops
         .iter()
         .filter(|o| o.kind == "acquire" && o.status == 200)
-        .filter_map(|o| lease_conn.get(&(o.owner, o.episode)).map(|c| (o, c)))
+        .filter_map(|o| {
+            let first = served.get(&(o.owner, o.episode))?.first()?;
+            Some((o, first.connection.as_ref()?))
+        })
         .collect();
+    // No success under a generation once a newer generation of the same connection was
+    // granted (the grant ended the older lease), and for a lease that moved there, once a
+    // newer one was granted there after the move.
     let mut compared = 0;
     for s in ops
         .iter()
         .filter(|o| (o.kind == "chat" || o.kind == "renew") && o.status == 200)
     {
-        let Some(conn) = lease_conn.get(&(s.owner, s.episode)) else {
+        let Some(stay) = stay_of(&served, s) else {
             continue;
         };
         for (g, g_conn) in &grants {
-            if *g_conn == conn && g.generation > s.generation {
+            if **g_conn == stay.connection && g.generation > s.generation {
                 compared += 1;
-                if s.start >= g.end {
+                let after_arrival = stay.moved_in_by.is_none_or(|m| g.start >= m.end);
+                if s.start >= g.end && after_arrival {
                     out.push(format!(
-                        "owner {} used generation {} of {conn} after generation {} was granted",
-                        s.owner, s.generation, g.generation
+                        "owner {} used generation {} of {} after generation {} was granted",
+                        s.owner, s.generation, stay.connection, g.generation
                     ));
                 }
             }
         }
     }
     (out, compared)
+}
+
+/// Where a successful use of a lease ran, and how the lease got there.
+struct Stay<'a> {
+    connection: String,
+    /// The served request that moved the lease to `connection`; `None` when the lease was
+    /// there since its acquire.
+    moved_in_by: Option<&'a LeaseOp>,
+}
+
+/// The stay a success `s` belongs to: a served request's own connection, or for a renew the
+/// connection of the latest request served before it. The stay began at the first of the
+/// run of served requests on that connection that ends at `s`.
+fn stay_of<'a>(
+    served: &HashMap<(usize, usize), Vec<&'a LeaseOp>>,
+    s: &LeaseOp,
+) -> Option<Stay<'a>> {
+    let list = served.get(&(s.owner, s.episode))?;
+    let upto = list.iter().take_while(|o| o.start <= s.start).count();
+    let last = list.get(upto.checked_sub(1)?)?;
+    let connection = last.connection.clone()?;
+    let run_start = list[..upto]
+        .iter()
+        .rposition(|o| o.connection.as_deref() != Some(connection.as_str()))
+        .map_or(0, |i| i + 1);
+    Some(Stay {
+        connection,
+        moved_in_by: (run_start > 0).then(|| list[run_start]),
+    })
 }
 
 #[cfg(test)]
@@ -364,6 +400,34 @@ mod tests {
             op(1, 1, "chat", 5, Some("a0"), (2, 3)),
         ];
         assert!(check(&shared, |_, _, _| false).0[0].contains("both held"));
+    }
+
+    #[test]
+    fn a_moved_lease_is_judged_from_its_arrival() {
+        // Owner 0 is moved from a0 to a1 by its second request; a1 had granted a higher
+        // generation to owner 1 before, which was released. Not a violation…
+        let moved = vec![
+            op(0, 1, "acquire", 5, None, (0, 10)),
+            op(0, 1, "chat", 5, Some("a0"), (20, 30)),
+            op(1, 1, "acquire", 9, None, (40, 50)),
+            op(1, 1, "chat", 9, Some("a1"), (60, 70)),
+            op(0, 1, "chat", 5, Some("a1"), (100, 110)),
+            op(0, 1, "renew", 5, None, (120, 130)),
+        ];
+        let (v, compared) = check(&moved, |_, _, _| false);
+        assert!(v.is_empty(), "{v:?}");
+        assert!(compared >= 2);
+        // …but a grant on a1 after the lease arrived there ends it: a later use is caught.
+        let mut late = moved.clone();
+        late.push(op(2, 1, "acquire", 12, None, (140, 150)));
+        late.push(op(2, 1, "chat", 12, Some("a1"), (160, 170)));
+        late.push(op(0, 1, "chat", 5, Some("a1"), (200, 210)));
+        let (v, _) = check(&late, |_, _, _| false);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("generation 5 of a1 after generation 12"),
+            "{v:?}"
+        );
     }
 
     #[test]

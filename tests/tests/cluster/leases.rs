@@ -435,3 +435,163 @@ async fn three_nodes_never_let_two_owners_hold_one_connection() {
     assert!(back, "leases did not come back after Redis did");
     drop(nodes);
 }
+
+/// The fence at dispatch time, black-box in redis mode: a leased request queues for c1's only
+/// permit behind a slow one; meanwhile its lease is revoked in Redis (the lease key deleted,
+/// as an operator revoke does). When the permit comes, the request is refused (409
+/// `LEASE_FENCE_STALE`) and the provider never sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_revoked_in_redis_while_its_request_queues_is_not_dispatched() {
+    let redis = RedisServer::start().expect("redis");
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let config = config(&mock, &redis.url())
+        .replace("priority = 1\n", "priority = 1\nmax_concurrent = 1\n")
+        .replace(&format!("ttl_ms = {TTL_MS}"), "ttl_ms = 60000");
+    let nodes = start_nodes(&config, 1).await;
+    let env = Arc::new(Env {
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap(),
+        urls: nodes.iter().map(|n| n.client_url()).collect(),
+        ops: Mutex::new(Vec::new()),
+        count: AtomicUsize::new(0),
+        episodes: AtomicUsize::new(0),
+    });
+    let acquire = json!({"action": "acquire", "model": "p/m"});
+    let (status, json, _, _, _) = env
+        .call(0, "/api/v1/session-leases", 0, None, acquire)
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let generation = json["generation"].as_u64().unwrap();
+    let slow: switchyard_tests::mock_upstream::FaultSpec = serde_json::from_value(json!({
+        "match": {"api_key": UP_KEY},
+        "latency_before_headers_ms": 2_000,
+        "times": 1
+    }))
+    .unwrap();
+    mock.script(slow).unwrap();
+    let chat = |env: Arc<Env>| async move {
+        let body = json!({"model": "p/m", "messages": [{"role": "user", "content": "hi"}]});
+        env.call(0, "/v1/chat/completions", 0, Some(generation), body)
+            .await
+    };
+    let first = tokio::spawn(chat(env.clone()));
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            mock.stats().requests_total == 1
+        })
+        .await,
+        "the first request never reached c1"
+    );
+    // The second request passes the fence before permits, then queues for c1's permit.
+    let admin = nodes[0].admin;
+    let fenced = move || {
+        switchyard_tests::cluster::metric(
+            &switchyard_tests::cluster::metrics_text(admin),
+            "switchyard_lease_operations_total{op=\"fence\",result=\"ok\"}",
+        )
+        .unwrap_or(0.0)
+    };
+    let before = tokio::task::spawn_blocking(fenced).await.unwrap();
+    let second = tokio::spawn(chat(env.clone()));
+    assert!(
+        eventually(Duration::from_secs(10), || async move {
+            tokio::task::spawn_blocking(fenced).await.unwrap() > before
+        })
+        .await,
+        "the second request was never fenced"
+    );
+    // Revoked in Redis while it waits.
+    let out = switchyard_tests::redis_topology::cli(redis.port, &["DEL", "switchyard:lease:{c1}"])
+        .unwrap();
+    assert_eq!(
+        out.trim(),
+        "1",
+        "the lease key was not where the store keeps it"
+    );
+
+    let (status, json, conn, _, _) = first.await.unwrap();
+    assert_eq!((status, conn.as_deref()), (200, Some("c1")), "{json}");
+    let (status, json, _, _, _) = second.await.unwrap();
+    assert_eq!(
+        (status, json["error"]["code"].as_str()),
+        (409, Some("LEASE_FENCE_STALE")),
+        "{json}\n{}",
+        nodes[0].log()
+    );
+    assert_eq!(
+        mock.stats().requests_total,
+        1,
+        "the revoked lease's request reached the provider"
+    );
+    drop(nodes);
+}
+
+/// In redis mode the move is the `lease_move_v1` script: a leased request whose connection
+/// answers 429 goes on on the next free connection, and Redis holds the lease there with the
+/// same generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_lease_moves_in_redis_with_its_generation() {
+    let redis = RedisServer::start().expect("redis");
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let config =
+        config(&mock, &redis.url()).replace(&format!("ttl_ms = {TTL_MS}"), "ttl_ms = 60000");
+    let nodes = start_nodes(&config, 1).await;
+    let env = Env {
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap(),
+        urls: nodes.iter().map(|n| n.client_url()).collect(),
+        ops: Mutex::new(Vec::new()),
+        count: AtomicUsize::new(0),
+        episodes: AtomicUsize::new(0),
+    };
+    let acquire = json!({"action": "acquire", "model": "p/m"});
+    let (status, json, _, _, _) = env
+        .call(0, "/api/v1/session-leases", 0, None, acquire)
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let generation = json["generation"].as_u64().unwrap();
+    let lease_gen = |conn: &str| {
+        switchyard_tests::redis_topology::cli(
+            redis.port,
+            &["HGET", &format!("switchyard:lease:{{{conn}}}"), "gen"],
+        )
+        .unwrap()
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(lease_gen("c1"), generation.to_string());
+
+    let limited = switchyard_tests::mock_upstream::FaultSpec::status(429)
+        .for_key(UP_KEY)
+        .header("Retry-After", "30")
+        .times(1);
+    mock.script(limited).unwrap();
+    let chat = json!({"model": "p/m", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, json, conn, _, _) = env
+        .call(0, "/v1/chat/completions", 0, Some(generation), chat.clone())
+        .await;
+    assert_eq!(
+        (status, conn.as_deref()),
+        (200, Some("c2")),
+        "{json}\n{}",
+        nodes[0].log()
+    );
+    assert_eq!(
+        lease_gen("c1"),
+        "",
+        "the old connection still holds the lease"
+    );
+    assert_eq!(lease_gen("c2"), generation.to_string());
+    // The next request finds the lease on c2 under the same generation.
+    let (status, json, conn, _, _) = env
+        .call(0, "/v1/chat/completions", 0, Some(generation), chat)
+        .await;
+    assert_eq!((status, conn.as_deref()), (200, Some("c2")), "{json}");
+    drop(nodes);
+}

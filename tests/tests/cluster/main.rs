@@ -13,6 +13,7 @@ mod caps;
 mod clock;
 mod failover;
 mod heal;
+mod lease_failover;
 mod leases;
 mod members;
 mod operator;

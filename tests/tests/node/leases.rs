@@ -12,16 +12,16 @@ use crate::support::{STATE_DEADLINE, eventually};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{MockConfig, MockHandle, MockUpstream};
 
-const AGENT_KEY: &str = "sy-lease-agent-key-5a1c";
-const PLAIN_KEY: &str = "sy-lease-plain-key-7b2d";
-const UP_1: &str = "sk-up-lease-one-11111111";
-const UP_2: &str = "sk-up-lease-two-22222222";
-const UP_3: &str = "sk-up-lease-three-333333";
-const OWNER_A: &str = "vlo_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
-const OWNER_B: &str = "vlo_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
-const OWNER_C: &str = "vlo_CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC";
+pub(crate) const AGENT_KEY: &str = "sy-lease-agent-key-5a1c";
+pub(crate) const PLAIN_KEY: &str = "sy-lease-plain-key-7b2d";
+pub(crate) const UP_1: &str = "sk-up-lease-one-11111111";
+pub(crate) const UP_2: &str = "sk-up-lease-two-22222222";
+pub(crate) const UP_3: &str = "sk-up-lease-three-333333";
+pub(crate) const OWNER_A: &str = "vlo_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+pub(crate) const OWNER_B: &str = "vlo_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
+pub(crate) const OWNER_C: &str = "vlo_CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC";
 
-const ENV: &[(&str, &str)] = &[
+pub(crate) const ENV: &[(&str, &str)] = &[
     ("AGENT_KEY", AGENT_KEY),
     ("PLAIN_KEY", PLAIN_KEY),
     ("UP_1", UP_1),
@@ -31,7 +31,7 @@ const ENV: &[(&str, &str)] = &[
 
 /// Provider `glm` with three connections; `agents` may lease `glm-1` and `glm-2`, so
 /// ordinary traffic only ever sees `glm-3`.
-fn config(mock: &MockHandle, ttl_ms: u64) -> String {
+pub(crate) fn config(mock: &MockHandle, ttl_ms: u64) -> String {
     format!(
         r#"
 [server]
@@ -88,7 +88,7 @@ ttl_ms = {ttl_ms}
     )
 }
 
-struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
     /// Every response body seen, to prove no owner token is ever echoed.
@@ -96,21 +96,21 @@ struct Client {
 }
 
 #[derive(Debug)]
-struct Reply {
-    status: u16,
-    retry_after: Option<u64>,
-    connection: Option<String>,
-    json: Value,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<u64>,
+    pub(crate) connection: Option<String>,
+    pub(crate) json: Value,
 }
 
 impl Reply {
-    fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> &str {
         self.json["error"]["code"].as_str().unwrap_or("")
     }
 }
 
 impl Client {
-    fn new(node: &NodeProcess) -> Self {
+    pub(crate) fn new(node: &NodeProcess) -> Self {
         Self {
             http: reqwest::Client::builder()
                 .no_proxy()
@@ -143,7 +143,7 @@ impl Client {
         }
     }
 
-    async fn lease(&self, key: &str, owner: Option<&str>, body: Value) -> Reply {
+    pub(crate) async fn lease(&self, key: &str, owner: Option<&str>, body: Value) -> Reply {
         let mut req = self
             .http
             .post(format!("{}/api/v1/session-leases", self.base))
@@ -156,7 +156,7 @@ impl Client {
         self.send(req).await
     }
 
-    async fn acquire(&self, owner: &str) -> Reply {
+    pub(crate) async fn acquire(&self, owner: &str) -> Reply {
         self.lease(
             AGENT_KEY,
             Some(owner),
@@ -165,7 +165,7 @@ impl Client {
         .await
     }
 
-    async fn chat(&self, key: &str, lease: Option<(&str, u64)>) -> Reply {
+    pub(crate) async fn chat(&self, key: &str, lease: Option<(&str, u64)>) -> Reply {
         let mut req = self
             .http
             .post(format!("{}/v1/chat/completions", self.base))
@@ -184,7 +184,7 @@ impl Client {
     }
 }
 
-fn generation(r: &Reply) -> u64 {
+pub(crate) fn generation(r: &Reply) -> u64 {
     assert_eq!(r.status, 200, "{r:?}");
     r.json["generation"].as_u64().unwrap()
 }

@@ -27,6 +27,7 @@ mod error_semantics;
 mod error_wiring;
 mod errors;
 mod last_resort;
+mod lease_moves;
 mod leases;
 mod lifecycle;
 mod memory;

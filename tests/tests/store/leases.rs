@@ -65,12 +65,12 @@ async fn acquire_renew_fence_release() {
     let s = store(&redis, 2_000);
     let keys = s.connection_lease_keys("c1");
 
-    let generation = granted(s.lease_acquire(&keys, TOKEN_A, "key-1", 5_000).await);
-    assert_eq!(generation, 1);
+    let g = granted(s.lease_acquire(&keys, TOKEN_A, "key-1", 5_000).await);
+    assert!(g > 0);
     // Re-acquire by the owner renews with the same generation.
     assert_eq!(
         granted(s.lease_acquire(&keys, TOKEN_A, "key-1", 5_000).await),
-        1
+        g
     );
     match s.lease_acquire(&keys, TOKEN_B, "key-1", 5_000).await {
         Ok(LeaseAcquire::Held { retry_after_ms }) => {
@@ -88,32 +88,32 @@ async fn acquire_renew_fence_release() {
     ));
 
     assert_eq!(
-        s.lease_fence(&keys, TOKEN_A, 1, "key-1").await,
+        s.lease_fence(&keys, TOKEN_A, g, "key-1").await,
         Ok(FenceCheck::Valid)
     );
     assert_eq!(
-        s.lease_fence(&keys, TOKEN_A, 2, "key-1").await,
+        s.lease_fence(&keys, TOKEN_A, g + 1, "key-1").await,
         Ok(FenceCheck::Stale)
     );
     assert_eq!(
-        s.lease_fence(&keys, TOKEN_A, 1, "key-2").await,
+        s.lease_fence(&keys, TOKEN_A, g, "key-2").await,
         Ok(FenceCheck::Stale)
     );
     assert_eq!(
-        s.lease_fence(&keys, TOKEN_B, 1, "key-1").await,
+        s.lease_fence(&keys, TOKEN_B, g, "key-1").await,
         Ok(FenceCheck::Stale)
     );
     // Another connection's lease is another lease.
     let other = s.connection_lease_keys("c2");
     assert_eq!(
-        s.lease_fence(&other, TOKEN_A, 1, "key-1").await,
+        s.lease_fence(&other, TOKEN_A, g, "key-1").await,
         Ok(FenceCheck::Stale)
     );
 
-    assert_eq!(s.lease_renew(&keys, TOKEN_A, 1, 5_000).await, Ok(true));
-    assert_eq!(s.lease_renew(&keys, TOKEN_B, 1, 5_000).await, Ok(false));
-    assert_eq!(s.lease_release(&keys, TOKEN_B, 1).await, Ok(false));
-    assert_eq!(s.lease_release(&keys, TOKEN_A, 2).await, Ok(false));
+    assert_eq!(s.lease_renew(&keys, TOKEN_A, g, 5_000).await, Ok(true));
+    assert_eq!(s.lease_renew(&keys, TOKEN_B, g, 5_000).await, Ok(false));
+    assert_eq!(s.lease_release(&keys, TOKEN_B, g).await, Ok(false));
+    assert_eq!(s.lease_release(&keys, TOKEN_A, g + 1).await, Ok(false));
 
     let leases = s
         .read_leases(&[("c1", keys.clone()), ("c2", other.clone())])
@@ -121,21 +121,21 @@ async fn acquire_renew_fence_release() {
     let leases = leases.expect("read_leases");
     assert_eq!(leases.len(), 1, "{leases:?}");
     assert_eq!(leases[0].name, "c1");
-    assert_eq!(leases[0].generation, 1);
+    assert_eq!(leases[0].generation, g);
     assert_eq!(leases[0].api_key_id, "key-1");
     assert_eq!(leases[0].owner_hash_prefix, owner_hash(TOKEN_A)[..12]);
     assert!(leases[0].remaining_ms > 0 && leases[0].remaining_ms <= 5_000);
 
-    assert_eq!(s.lease_release(&keys, TOKEN_A, 1).await, Ok(true));
+    assert_eq!(s.lease_release(&keys, TOKEN_A, g).await, Ok(true));
     assert_eq!(
-        s.lease_fence(&keys, TOKEN_A, 1, "key-1").await,
+        s.lease_fence(&keys, TOKEN_A, g, "key-1").await,
         Ok(FenceCheck::Stale)
     );
     assert_eq!(s.read_leases(&[("c1", keys.clone())]).await, Ok(vec![]));
     // The next grant continues the count.
-    assert_eq!(
-        granted(s.lease_acquire(&keys, TOKEN_B, "key-1", 5_000).await),
-        2
+    assert!(
+        granted(s.lease_acquire(&keys, TOKEN_B, "key-1", 5_000).await) > g,
+        "the next grant continues the count"
     );
 }
 
@@ -743,4 +743,104 @@ async fn lease_calls_over_a_partitioned_link_fail_closed_within_the_timeout() {
     .await
     .expect("the store recovers once the proxy passes traffic again");
     assert_eq!(fence, FenceCheck::Valid);
+}
+
+/// A lease moves to a free connection with its generation in one script; a stale holder, a
+/// wrong key or a held target change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_keeps_the_generation_and_refuses_stale_holders_and_held_targets() {
+    use switchyard_shared::store::LeaseMove;
+    let redis = RedisServer::start().expect("redis");
+    let s = store(&redis, 2_000);
+    let (c1, c2, c3) = (
+        s.connection_lease_keys("c1"),
+        s.connection_lease_keys("c2"),
+        s.connection_lease_keys("c3"),
+    );
+    let g = granted(s.lease_acquire(&c1, TOKEN_A, "k", 10_000).await);
+    let held = granted(s.lease_acquire(&c3, TOKEN_B, "k", 10_000).await);
+
+    // A stale generation, another owner or another key move nothing.
+    assert_eq!(
+        s.lease_move(&c1, &c2, TOKEN_A, g + 1, "k").await,
+        Ok(LeaseMove::Stale)
+    );
+    assert_eq!(
+        s.lease_move(&c1, &c2, TOKEN_B, g, "k").await,
+        Ok(LeaseMove::Stale)
+    );
+    assert_eq!(
+        s.lease_move(&c1, &c2, TOKEN_A, g, "k2").await,
+        Ok(LeaseMove::Stale)
+    );
+    // A held target is refused, and both leases stay as they were.
+    match s.lease_move(&c1, &c3, TOKEN_A, g, "k").await {
+        Ok(LeaseMove::TargetHeld { retry_after_ms }) => {
+            assert!((1..=10_000).contains(&retry_after_ms), "{retry_after_ms}");
+        }
+        other => panic!("a held target must be refused, got {other:?}"),
+    }
+    assert_eq!(
+        s.lease_fence(&c1, TOKEN_A, g, "k").await,
+        Ok(FenceCheck::Valid)
+    );
+    assert_eq!(
+        s.lease_fence(&c3, TOKEN_B, held, "k").await,
+        Ok(FenceCheck::Valid)
+    );
+
+    // The move keeps the generation and the remaining time; the old connection is free.
+    match s.lease_move(&c1, &c2, TOKEN_A, g, "k").await {
+        Ok(LeaseMove::Moved(grant)) => {
+            assert_eq!(grant.generation, g);
+            assert!((1..=10_000).contains(&grant.ttl_ms), "{grant:?}");
+        }
+        other => panic!("the move must succeed, got {other:?}"),
+    }
+    assert_eq!(
+        s.lease_fence(&c1, TOKEN_A, g, "k").await,
+        Ok(FenceCheck::Stale)
+    );
+    assert_eq!(
+        s.lease_fence(&c2, TOKEN_A, g, "k").await,
+        Ok(FenceCheck::Valid)
+    );
+    let live = s
+        .read_leases(&[("c1", c1.clone()), ("c2", c2.clone())])
+        .await
+        .expect("read_leases");
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!((live[0].name.as_str(), live[0].generation), ("c2", g));
+    // A second move of the same lease from where it was is stale now.
+    assert_eq!(
+        s.lease_move(&c1, &c2, TOKEN_A, g, "k").await,
+        Ok(LeaseMove::Stale)
+    );
+    // The target's counter was raised: its next grant is above the moved generation.
+    assert_eq!(s.lease_release(&c2, TOKEN_A, g).await, Ok(true));
+    let next = granted(s.lease_acquire(&c2, TOKEN_B, "k", 10_000).await);
+    assert!(next > g, "{next} after a moved {g}");
+}
+
+/// A failover can lose the last writes, the generation counter's included (replication is
+/// asynchronous). Deleting the counter and the lease, as a promoted replica that missed them
+/// would have neither, must not let the next grant go back to or below the lost one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_after_lost_writes_is_above_the_lost_generation() {
+    let redis = RedisServer::start().expect("redis");
+    let s = store(&redis, 2_000);
+    let keys = s.connection_lease_keys("c1");
+    let lost = granted(s.lease_acquire(&keys, TOKEN_A, "k", 10_000).await);
+    // Several grants in a row keep rising even when they come within one microsecond tick.
+    assert_eq!(s.lease_release(&keys, TOKEN_A, lost).await, Ok(true));
+    let lost = granted(s.lease_acquire(&keys, TOKEN_A, "k", 10_000).await);
+    let out = switchyard_tests::redis_topology::cli(redis.port, &["DEL", &keys.lease, &keys.fence])
+        .expect("redis-cli");
+    assert_eq!(out.trim(), "2", "both keys existed");
+    let next = granted(s.lease_acquire(&keys, TOKEN_B, "k", 10_000).await);
+    assert!(next > lost, "generation {next} after a lost {lost}");
+    assert_eq!(
+        s.lease_fence(&keys, TOKEN_A, lost, "k").await,
+        Ok(FenceCheck::Stale)
+    );
 }

@@ -109,7 +109,7 @@ pub fn pick_connection(
         &ctx.provider,
         &ctx.model,
         ctx.pinned.as_deref(),
-        req.allowed_connections(),
+        &req.allowed_connections(),
         req.lease.is_some(),
         &rc.excluded,
         now,

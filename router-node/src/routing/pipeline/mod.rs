@@ -9,7 +9,9 @@
 //!    wire format; the provider cooldown and the breaker gate (perhaps a half-open probe,
 //!    held as a [`ProbeGuard`]); then, per attempt, the connection.
 //! 2. **fence** ([`fence`]): a leased request still holds the live lease of that connection,
-//!    checked before it waits for permits and again at dispatch time if it waited.
+//!    checked before it waits for permits and again at dispatch time if it waited. When the
+//!    leased connection is why nothing is left (ineligible, or failed in this request), the
+//!    lease moves to a free eligible connection with its generation and step 1 picks again.
 //! 3. **permits** ([`permits`]): request queue and concurrency gates (local or cluster-leased
 //!    permits), held as one RAII [`Permits`] value.
 //! 4. **attempt** ([`attempt`]): the attempt cap, then the upstream attempt itself.
@@ -148,6 +150,14 @@ pub async fn run_target(
             Step::Go(conn) => conn,
             Step::Skip(TargetSkip::Failed) if retry_round(rt, &mut ctx, rc, now).await => {
                 continue;
+            }
+            // A leased connection that became ineligible: the lease moves, and the request
+            // with it (spec §2c).
+            Step::Skip(skip) if fence::may_move(req, &skip) => {
+                if fence::relocate(rt, req, &ctx, rc, now).await? {
+                    continue;
+                }
+                return Ok(release(ctx, rc, skip));
             }
             Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
         };

@@ -180,12 +180,12 @@ async fn fence_passes_ordinary_requests_and_refuses_a_lease_on_another_connectio
     assert!(fence::at_dispatch(&rt, &plain, &p1, fenced).await.is_ok());
 
     let mut leased = request(ClientFormat::OpenAiChat, CHAT);
-    leased.lease = Some(LeaseClaim {
-        owner_token: format!("vlo_{}", "a".repeat(43)),
-        generation: 1,
-        connection: "p-2".into(),
-        api_key_id: "k".into(),
-    });
+    leased.lease = Some(LeaseClaim::new(
+        format!("vlo_{}", "a".repeat(43)),
+        1,
+        "p-2".into(),
+        "k".into(),
+    ));
     let Err(e) = fence::before_permits(&rt, &leased, &p1).await else {
         panic!("a lease on p-2 cannot dispatch to p-1");
     };
