@@ -21,6 +21,7 @@
 
 mod combo;
 mod egress;
+mod usage_wall;
 mod error;
 mod fallback;
 mod provider;
