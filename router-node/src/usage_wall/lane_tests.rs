@@ -203,7 +203,8 @@ fn slot_busy_and_529_wait_the_server_retry_after_with_jitter() {
             Action::Wait(39_000)
         );
         assert_eq!(
-            s.on_answer(lane_only(), &sig, sent_slow(), NOW, -1.0).action,
+            s.on_answer(lane_only(), &sig, sent_slow(), NOW, -1.0)
+                .action,
             Action::Wait(21_000)
         );
         // Out-of-range jitter is clamped to ±30 %.
@@ -327,7 +328,8 @@ fn max_wait_is_clamped_to_one_minute_to_six_hours() {
         ..sent_slow()
     };
     assert_eq!(
-        s.on_answer(lane_only(), &busy(None), spent, NOW, 0.0).action,
+        s.on_answer(lane_only(), &busy(None), spent, NOW, 0.0)
+            .action,
         Action::Wait(20_000)
     );
 }
@@ -486,7 +488,8 @@ fn a_slow_request_walled_without_a_verdict_ends_the_lane() {
         ..wall()
     };
     assert_eq!(
-        s.on_answer(lane_only(), &again, sent_slow(), NOW, 0.0).event,
+        s.on_answer(lane_only(), &again, sent_slow(), NOW, 0.0)
+            .event,
         Some(Event::Ended(EndReason::Refused))
     );
 }
@@ -502,7 +505,11 @@ fn a_request_sent_before_the_acceptance_joins_the_lane() {
             event: None
         }
     );
-    assert_eq!(s.lane.map(|l| l.accepted_at), Some(NOW), "not accepted twice");
+    assert_eq!(
+        s.lane.map(|l| l.accepted_at),
+        Some(NOW),
+        "not accepted twice"
+    );
 }
 
 #[test]
@@ -545,7 +552,8 @@ fn with_both_on_the_reset_is_tried_first_and_once_per_request() {
 fn a_remembered_reset_is_not_tried_again() {
     let mut s = WallState::default();
     assert!(s.reset.begin(NOW));
-    s.reset.settle(ResetOutcome::Unavailable { next_at: None }, NOW);
+    s.reset
+        .settle(ResetOutcome::Unavailable { next_at: None }, NOW);
     assert_eq!(
         s.on_answer(both(), &wall(), Spent::default(), NOW + 1, 0.0)
             .action,

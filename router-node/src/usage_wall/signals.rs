@@ -196,7 +196,10 @@ mod tests {
                 ("anthropic-ratelimit-unified-slow-retry-after", "soon"),
                 ("anthropic-ratelimit-unified-slow-max-wait", "-4"),
                 ("anthropic-ratelimit-unified-reset", "tomorrow"),
-                ("anthropic-ratelimit-unified-slow-budget-reset", "1760000000123"),
+                (
+                    "anthropic-ratelimit-unified-slow-budget-reset",
+                    "1760000000123",
+                ),
             ]),
         );
         assert_eq!(s.slow_retry_after_ms, None);

@@ -21,7 +21,6 @@
 
 mod combo;
 mod egress;
-mod usage_wall;
 mod error;
 mod fallback;
 mod provider;
@@ -30,6 +29,7 @@ mod secrets;
 mod server;
 mod strategy_inputs;
 mod translation;
+mod usage_wall;
 mod validate;
 
 #[cfg(test)]

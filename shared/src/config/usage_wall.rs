@@ -41,7 +41,9 @@ mod tests {
     fn the_reset_needs_an_organization() {
         let err = config("auto_limit_reset = true").err().unwrap_or_default();
         assert!(err.contains("connections[0].organization_uuid"), "{err}");
-        let err = config("organization_uuid = \" \"").err().unwrap_or_default();
+        let err = config("organization_uuid = \" \"")
+            .err()
+            .unwrap_or_default();
         assert!(err.contains("must not be empty"), "{err}");
         let ok = config(
             "auto_limit_reset = true\nlow_priority_mode = true\norganization_uuid = \"org-1\"",
