@@ -30,7 +30,7 @@ mod tests {
 
     fn config(extra: &str) -> Result<Config, String> {
         let text = format!(
-            "[[providers]]\nid = \"claude\"\ncategory = \"oauth\"\nformat = \"anthropic\"\n\
+            "[auth]\nrequire_api_key = false\n\n[[providers]]\nid = \"claude\"\ncategory = \"oauth\"\nformat = \"anthropic\"\n\
              base_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m\"]\n\n[[connections]]\n\
              id = \"a\"\nprovider = \"claude\"\napi_key_env = \"K\"\n{extra}\n"
         );
