@@ -36,3 +36,4 @@ pub mod runtime;
 pub mod state;
 pub mod telemetry;
 pub mod upstream;
+pub mod usage_wall;

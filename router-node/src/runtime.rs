@@ -72,6 +72,8 @@ pub struct RoutingTable {
     pub egress_lock: switchyard_shared::config::EgressLockConfig,
     /// Sessions' pins to combo target orders and their consecutive combo failures.
     pub combo_sessions: Mutex<switchyard_shared::strategy::SessionPins>,
+    /// The Claude OAuth usage wall of each connection (node-local).
+    pub usage_wall: crate::usage_wall::UsageWall,
 }
 
 /// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
@@ -280,6 +282,7 @@ impl Runtime {
                 fallback: config.fallback.clone(),
                 egress_lock: config.egress_lock.clone(),
                 combo_sessions: Mutex::default(),
+                usage_wall: crate::usage_wall::UsageWall::new(config.connections.len()),
             },
             settings_warnings,
             keys,

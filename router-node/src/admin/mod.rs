@@ -25,6 +25,7 @@ pub mod rate_limits;
 pub mod resilience;
 pub mod tool_limits;
 pub mod usage;
+pub mod usage_wall;
 
 mod common;
 mod views;
@@ -71,6 +72,7 @@ routes! {
     get "/api/resilience/connections" => cooldowns::list_connections;
     get "/api/resilience/tool-limits" => tool_limits::list;
     get "/api/resilience/queue-pauses" => queue_pauses::list;
+    get "/api/resilience/usage-wall" => usage_wall::list;
     post "/api/resilience/connections/{id}/reinstate" => cooldowns::reinstate;
     post "/api/providers/{id}/test" => provider_test::test;
     get "/api/rate-limits" => rate_limits::list;

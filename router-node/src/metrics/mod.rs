@@ -189,6 +189,8 @@ pub struct Metrics {
     session_pins_cleared: IntCounter,
     /// Egress siblings a quota or rate 429 was spread to, by the origin's provider.
     egress_sibling_locks: IntCounterVec,
+    /// Claude OAuth usage-wall events (lane and session-limit reset), by connection.
+    usage_wall_events: IntCounterVec,
     /// Cluster-wide `max_concurrent` permits this node holds, by configured connection.
     permits_held: IntGaugeVec,
     /// Permits in use that no valid grant covers (held past validity, or a fallback share).
@@ -460,6 +462,12 @@ impl Metrics {
             "Connections cooled with an egress sibling's quota or rate 429 (the [egress_lock] family), by the failing connection's provider.",
             &["provider"],
         )?;
+        let usage_wall_events = counter_vec(
+            r,
+            "switchyard_usage_wall_events_total",
+            "Claude OAuth usage-wall events by connection: the low-priority lane accepted, a slot wait, the lane blocked or ended (with its reason), and the session-limit reset's outcomes.",
+            &["connection", "event"],
+        )?;
         let session_pins_cleared = IntCounter::new(
             "switchyard_combo_session_pins_cleared_total",
             "Sessions whose pin to a combo's target order was cleared after 3 consecutive combo failures.",
@@ -509,6 +517,7 @@ impl Metrics {
             last_resorts,
             session_pins_cleared,
             egress_sibling_locks,
+            usage_wall_events,
             permits_held,
             permits_over_cap,
         })
@@ -534,6 +543,14 @@ impl Metrics {
         self.egress_sibling_locks
             .with_label_values(&[provider])
             .inc_by(count as u64);
+    }
+
+    /// Counts a Claude OAuth usage-wall event on `connection` (`event` from a closed set in
+    /// `usage_wall`).
+    pub fn usage_wall_event(&self, connection: &str, event: &str) {
+        self.usage_wall_events
+            .with_label_values(&[connection, event])
+            .inc();
     }
 
     /// Counts a session's combo pin cleared after consecutive combo failures.
@@ -605,6 +622,7 @@ impl Metrics {
             last_resorts: self.last_resorts.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),
             egress_sibling_locks: self.egress_sibling_locks.clone(),
+            usage_wall_events: self.usage_wall_events.clone(),
             permits_held: self.permits_held.clone(),
             permits_over_cap: self.permits_over_cap.clone(),
         })

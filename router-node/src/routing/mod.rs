@@ -3,6 +3,7 @@
 
 pub mod dispatch;
 pub mod last_resort;
+pub mod limit_reset;
 pub mod observe;
 pub mod pipeline;
 pub mod report;

@@ -29,6 +29,7 @@ mod secrets;
 mod server;
 mod strategy_inputs;
 mod translation;
+mod usage_wall;
 mod validate;
 
 #[cfg(test)]

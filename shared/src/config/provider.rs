@@ -238,6 +238,14 @@ pub struct ConnectionConfig {
     /// `[egress_lock]` provider cools the family's connections of the same bucket; none =
     /// never sibling-locked.
     pub egress: Option<String>,
+    /// Claude OAuth usage wall: on a wall 429 that offers it, accept the low-priority lane and
+    /// retry the same connection with `anthropic-usage-limit: slow` until the announced reset.
+    pub low_priority_mode: bool,
+    /// Claude OAuth usage wall: on a wall 429, claim the weekly session-limit reset first
+    /// (needs `organization_uuid`).
+    pub auto_limit_reset: bool,
+    /// The Claude organization the session-limit reset is claimed for.
+    pub organization_uuid: Option<String>,
 }
 
 impl Default for ConnectionConfig {
@@ -254,6 +262,9 @@ impl Default for ConnectionConfig {
             rate_limit_protection: false,
             rate_limit: ConnectionRateLimit::default(),
             egress: None,
+            low_priority_mode: false,
+            auto_limit_reset: false,
+            organization_uuid: None,
         }
     }
 }

@@ -9,6 +9,9 @@
 //! | `GET /__mock/stats` | the [`super::StatsSnapshot`] as JSON |
 //! | `POST /__mock/reset` | drop queued faults and zero the counters |
 //! | `GET /__mock/health` | `{"status":"ok"}` |
+//! | `POST /__mock/usage-wall` | script the Claude OAuth usage wall (a [`super::WallScript`]) |
+//! | `GET /__mock/usage-wall` | what the wall saw ([`super::WallSeen`]) |
+//! | `DELETE /__mock/usage-wall` | lift the wall |
 
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -107,7 +110,36 @@ pub(crate) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
         (Method::POST, "/__mock/reset") => {
             shared.faults.clear();
             shared.stats.reset();
+            shared.usage_wall.reset();
             reply(StatusCode::OK, &json!({"reset": true}))
+        }
+        (Method::POST, "/__mock/usage-wall") => {
+            let bytes = match Limited::new(req.into_body(), MAX_CONTROL_BODY)
+                .collect()
+                .await
+            {
+                Ok(c) => c.to_bytes(),
+                Err(e) => return bad_request(format!("unreadable body: {e}")),
+            };
+            match serde_json::from_slice::<super::WallScript>(&bytes) {
+                Ok(script) => {
+                    shared.usage_wall.arm(script);
+                    reply(StatusCode::OK, &json!({"armed": true}))
+                }
+                Err(e) => bad_request(format!("invalid usage wall: {e}")),
+            }
+        }
+        (Method::GET, "/__mock/usage-wall") => match serde_json::to_value(shared.usage_wall.seen())
+        {
+            Ok(v) => reply(StatusCode::OK, &v),
+            Err(e) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &json!({"error": {"message": e.to_string()}}),
+            ),
+        },
+        (Method::DELETE, "/__mock/usage-wall") => {
+            shared.usage_wall.disarm();
+            reply(StatusCode::OK, &json!({"armed": false}))
         }
         (Method::GET, "/__mock/health") => reply(StatusCode::OK, &json!({"status": "ok"})),
         (method, path) => reply(

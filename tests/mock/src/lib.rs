@@ -20,7 +20,10 @@
 //! Routes: `POST /v1/chat/completions`, `POST /v1/messages`, `POST /v1/responses` (JSON, or
 //! SSE with `"stream": true`), `POST /v1/messages/count_tokens` and `GET /v1/models`. With
 //! [`MockConfig::agent`] the mock plays a model that calls one tool and then answers
-//! ([`AgentScript`]); with `serve_responses: false` it refuses `/v1/responses` like a
+//! ([`AgentScript`]); with [`MockHandle::usage_wall`] (or `POST /__mock/usage-wall`) it plays
+//! a Claude subscription at its 5-hour usage wall, with the low-priority lane and the
+//! session-limit reset's `/api/oauth/usage` and `/api/organizations/{org}/reset_rate_limits`
+//! ([`WallScript`]); with `serve_responses: false` it refuses `/v1/responses` like a
 //! chat-only server. Faults are [`FaultSpec`]s queued through
 //! [`MockHandle::script`] or `POST /__mock/script` (see the `control` module), or sent with
 //! one request in the `x-mock-fault` header. Counters are read with [`MockHandle::stats`] or
@@ -81,6 +84,7 @@ mod plain;
 mod respond;
 mod server;
 mod stats;
+mod usage_wall;
 mod wire;
 
 use std::io;
@@ -101,6 +105,7 @@ pub use respond::FAULT_HEADER;
 pub use stats::{
     Arrival, MAX_TRACKED_LABELS, NO_KEY, NO_MODEL, OTHER, RecordedBody, StatsSnapshot,
 };
+pub use usage_wall::{SLOW_HEADER, SlowAnswer, WallScript, WallSeen};
 
 use agent::AgentLog;
 use fault::FaultQueue;
@@ -125,6 +130,8 @@ pub(crate) struct Shared {
     pub(crate) count_tokens: std::sync::atomic::AtomicU64,
     /// The plain Chat Completions answers, serialised once per shape.
     pub(crate) plain: plain::PlainAnswers,
+    /// The scripted Claude OAuth usage wall, when one is.
+    pub(crate) usage_wall: usage_wall::UsageWall,
 }
 
 /// Entry point: starts a mock upstream on the current tokio runtime.
@@ -155,6 +162,7 @@ impl MockUpstream {
             agent: AgentLog::default(),
             count_tokens: std::sync::atomic::AtomicU64::new(0),
             plain: plain::PlainAnswers::default(),
+            usage_wall: usage_wall::UsageWall::default(),
             config,
         });
         let cancel = CancellationToken::new();
@@ -247,6 +255,21 @@ impl MockHandle {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Scripts the Claude OAuth usage wall (replacing any scripted before).
+    pub fn usage_wall(&self, script: WallScript) {
+        self.shared.usage_wall.arm(script);
+    }
+
+    /// Lifts the scripted usage wall; what it saw stays readable.
+    pub fn clear_usage_wall(&self) {
+        self.shared.usage_wall.disarm();
+    }
+
+    /// What the scripted usage wall and its OAuth endpoints saw so far.
+    pub fn usage_wall_seen(&self) -> WallSeen {
+        self.shared.usage_wall.seen()
+    }
+
     /// Zeroes the counters (requests in flight stay counted as in flight).
     pub fn reset_stats(&self) {
         self.shared.stats.reset();
@@ -257,6 +280,7 @@ impl MockHandle {
         self.clear_faults();
         self.reset_stats();
         self.shared.agent.reset();
+        self.shared.usage_wall.reset();
     }
 
     /// Stops accepting, closes open connections and waits for the accept loop to end.

@@ -20,6 +20,7 @@ use super::fault::{FaultSpec, MAX_CHUNKS, Route};
 use super::ids;
 use super::plain::PlainAnswers;
 use super::stats::{InFlightGuard, Outcome, RequestFacts};
+use super::usage_wall;
 use super::wire::{self, ErrorInfo, Frame, Kind, Reply, anthropic, openai, responses};
 
 /// Request header carrying a [`FaultSpec`] as JSON for this one request. It takes precedence
@@ -193,6 +194,9 @@ pub(crate) async fn handle(
     if req.method() == Method::POST && req.uri().path() == COUNT_TOKENS_PATH {
         return count_tokens(&shared, req).await;
     }
+    if usage_wall::is_oauth(req.uri().path()) {
+        return usage_wall::oauth(&shared.usage_wall, req).await;
+    }
     if req.uri().path() == Route::Responses.path() && !shared.config.serve_responses {
         // A chat-only server (vLLM's FastAPI router) knows no such route.
         let facts = RequestFacts {
@@ -270,7 +274,12 @@ pub(crate) async fn handle(
         }
     };
 
+    let walled = shared
+        .usage_wall
+        .fault_for(route, key, &parts.headers)
+        .map(Arc::new);
     let fault = match parts.headers.get(FAULT_HEADER) {
+        _ if walled.is_some() => walled,
         Some(raw) => match serde_json::from_slice::<FaultSpec>(raw.as_bytes())
             .map_err(|e| e.to_string())
             .and_then(|f| f.validate().map(|()| f))

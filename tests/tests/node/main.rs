@@ -43,3 +43,4 @@ mod streams;
 mod tool_limits;
 mod tracing_otlp;
 mod upstream_misbehaviour;
+mod usage_wall;

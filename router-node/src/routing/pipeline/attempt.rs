@@ -53,6 +53,7 @@ pub fn count(
 
 /// One upstream attempt on `conn`, timed for the metrics and the request's upstream wait.
 /// `dispatched` is the node time after the permits were granted: the budgets start there.
+/// `slow`: the connection is in the Claude usage wall's low-priority lane ([`super::wall`]).
 pub async fn attempt(
     rt: &RoutingTable,
     req: &RouteRequest,
@@ -60,10 +61,15 @@ pub async fn attempt(
     conn: &Arc<ConnHandle>,
     target_timeout_ms: Millis,
     dispatched: Millis,
+    slow: bool,
 ) -> Attempted {
     let provider = &ctx.provider;
     let now = dispatched;
     let execution = execution_deadline(rt, provider, conn, now);
+    let mut forward_headers = super::trace::forward_headers(req);
+    if slow {
+        forward_headers.push(super::wall::slow_header());
+    }
     let attempt_req = AttemptRequest {
         conn: conn.clone(),
         provider: provider.clone(),
@@ -71,7 +77,7 @@ pub async fn attempt(
         body: ctx.upstream_body.clone(),
         stream: req.body.stream,
         // With `traceparent` of this attempt's span when traces are on.
-        forward_headers: super::trace::forward_headers(req),
+        forward_headers,
         deadline_ms: earliest(
             earliest(ceiling(provider, now), execution.map(|(at, _)| at)),
             (target_timeout_ms > 0).then(|| now + target_timeout_ms),

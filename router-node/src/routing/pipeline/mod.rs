@@ -14,7 +14,10 @@
 //!    lease moves to a free eligible connection with its generation and step 1 picks again.
 //! 3. **permits** ([`permits`]): request queue and concurrency gates (local or cluster-leased
 //!    permits), held as one RAII [`Permits`] value.
-//! 4. **attempt** ([`attempt`]): the attempt cap, then the upstream attempt itself.
+//! 4. **attempt** ([`attempt`]): the attempt cap, then the upstream attempt itself. On a
+//!    connection that opted in to the Claude OAuth usage wall, [`wall`] takes a wall 429
+//!    over before step 5 sees it: the same connection is retried in the low-priority lane or
+//!    after the session-limit reset, and the connection is neither cooled nor rotated.
 //! 5. **observe** ([`outcome`]): the outcome goes to the owning actors; a failure decides
 //!    whether to retry on another connection, leave the target or fail the request. When a
 //!    combo target's connections are used up, [`retry`] decides whether it gets another
@@ -34,6 +37,7 @@ mod permits;
 pub mod retry;
 mod tool_limit;
 mod trace;
+mod wall;
 
 #[cfg(test)]
 mod tests;
@@ -181,7 +185,7 @@ pub async fn run_target(
         let dispatched = rt.clock.now();
         attempt::count(rc, &ctx, &conn, dispatched)?;
         let span = trace::attempt_span(&ctx, &conn);
-        let attempted = attempt::attempt(rt, req, &ctx, &conn, rc.target_timeout_ms, dispatched)
+        let attempted = wall::attempt(rt, req, &ctx, &conn, rc, dispatched)
             .instrument(span.clone())
             .await;
         match attempted {

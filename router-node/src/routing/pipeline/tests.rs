@@ -271,7 +271,7 @@ async fn attempt_replies_fails_or_cannot_translate() {
         let req = request(format, body);
         let ctx = ctx_for(&rt, format, body);
         let p1 = conn(&rt, "p-1");
-        let got = match attempt::attempt(&rt, &req, &ctx, &p1, 0, rt.clock.now()).await {
+        let got = match attempt::attempt(&rt, &req, &ctx, &p1, 0, rt.clock.now(), false).await {
             Attempted::Replied(_) => "replied",
             Attempted::Failed(f) => {
                 assert_eq!(f.status, Some(429));
@@ -412,7 +412,8 @@ async fn a_successful_probe_settles_its_lease_and_closes_the_breaker() {
     let provider = ctx.provider.clone();
     let permits = permits::acquire(&rt, &provider, &p1, "m").await.unwrap();
     let started = rt.clock.now();
-    let Attempted::Replied(body) = attempt::attempt(&rt, &req, &ctx, &p1, 0, started).await else {
+    let Attempted::Replied(body) = attempt::attempt(&rt, &req, &ctx, &p1, 0, started, false).await
+    else {
         panic!("the upstream answers 200");
     };
     let ok = Success {
