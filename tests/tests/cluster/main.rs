@@ -9,6 +9,7 @@ mod support;
 mod acl;
 mod breaker;
 mod caps;
+mod changelog;
 mod clock;
 mod heal;
 mod leases;
