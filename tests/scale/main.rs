@@ -227,7 +227,7 @@ async fn run(cli: &Cli) -> Result<Report, String> {
         let offset = cli.resync_interval.mul_f64(i as f64 / cli.nodes as f64);
         // Safety-net scans spread over one interval, as in a cluster that has run a while
         // (the golden ratio spreads any number of nodes evenly without a generator).
-        let phase = (i as f64 * 0.618_033_988_75).fract();
+        let phase = ((i + 1) as f64 * 0.618_033_988_75).fract();
         let first_safety = cli
             .safety_scan_interval
             .mul_f64(phase)
