@@ -11,9 +11,13 @@
 //! 2. **load**: failures at `--failure-rate` per second across the cluster (cooldowns,
 //!    lockouts, successes through the store's scripts, each change published as the node
 //!    does); event propagation is measured on every receiving node;
-//! 3. **resync**: node 0 runs full resyncs back to back on its store connection while a probe
-//!    makes request-path calls on the same connection (an RPM bucket take and a lease fence,
-//!    as a leased request does) and records their latency.
+//! 3. **resync**: node 0 runs full resyncs back to back on its store while a probe makes
+//!    request-path calls through the same store (an RPM bucket take and a lease fence, as a
+//!    leased request does) and records their latency.
+//!
+//! In every phase the nodes resync every `--resync-interval` as the node does: through the
+//! change log, with a full scan only when the log does not cover their offset and as the
+//! rare safety net (`--safety-scan-interval`, spread over the nodes).
 //!
 //! ```text
 //! switchyard-sim --nodes 50 --connections 10000 --duration 20s [--failure-rate 20] [--json]
@@ -80,6 +84,10 @@ struct Cli {
     /// The nodes' periodic resync (the node's `RECONCILE_INTERVAL`).
     #[arg(long, default_value = "5s", value_parser = parse_secs)]
     resync_interval: Duration,
+    /// The nodes' safety-net full scan (the node's `SAFETY_SCAN_INTERVAL_MS` plus its mean
+    /// jitter).
+    #[arg(long, default_value = "330s", value_parser = parse_secs)]
+    safety_scan_interval: Duration,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -118,6 +126,13 @@ struct Report {
     /// Node 0's later full resyncs (nothing new to adopt but the traffic's changes).
     resync_warm: Summary,
     resync_failures: u64,
+    /// The nodes' periodic resyncs over the measured phases: through the change log, and full
+    /// scans (first resyncs excluded).
+    resyncs_incremental: u64,
+    resyncs_full: u64,
+    /// What the safety-net scans add to the idle load on average (nodes × connections / its
+    /// interval, one `HMGET` each), whether or not one fell into the idle phase.
+    safety_scan_cmds_per_sec: f64,
     /// Request-path calls on node 0's store connection while its full resync ran.
     request_during_resync: Summary,
     request_errors_during_resync: u64,
@@ -178,15 +193,23 @@ async fn run(cli: &Cli) -> Result<Report, String> {
             .map(Arc::new)
             .map_err(|e| e.to_string())
     };
+    let conns: Vec<String> = (0..cli.connections)
+        .map(|i| format!("conn-{i:06}"))
+        .collect();
     let world = Arc::new(World {
-        conns: (0..cli.connections)
-            .map(|i| format!("conn-{i:06}"))
+        conn_index: conns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.clone(), i))
             .collect(),
+        conns,
         providers: (0..PROVIDERS).map(|i| format!("provider-{i:03}")).collect(),
         published: std::sync::Mutex::new(HashMap::new()),
         propagation: Recorder::default(),
         resyncs: AtomicU64::new(0),
+        full_resyncs: AtomicU64::new(0),
         resync_failures: AtomicU64::new(0),
+        safety_scan: cli.safety_scan_interval,
         heartbeat_interval: Duration::from_millis(HEARTBEAT_MS),
         node_ttl_ms: NODE_TTL_MS,
     });
@@ -202,10 +225,18 @@ async fn run(cli: &Cli) -> Result<Report, String> {
         });
         // Nodes start at different times: spread their resync ticks over one interval.
         let offset = cli.resync_interval.mul_f64(i as f64 / cli.nodes as f64);
+        // Safety-net scans spread over one interval, as in a cluster that has run a while
+        // (the golden ratio spreads any number of nodes evenly without a generator).
+        let phase = ((i + 1) as f64 * 0.618_033_988_75).fract();
+        let first_safety = cli
+            .safety_scan_interval
+            .mul_f64(phase)
+            .max(cli.resync_interval);
         tasks.push(tokio::spawn(n.clone().run(
             world.clone(),
             cli.resync_interval,
             offset,
+            first_safety,
             stop.clone(),
         )));
         nodes.push(n);
@@ -221,6 +252,9 @@ async fn run(cli: &Cli) -> Result<Report, String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    let resyncs_at_start = world.resyncs.load(Ordering::Relaxed);
+    let full_at_start = world.full_resyncs.load(Ordering::Relaxed);
 
     // Phase 1: idle.
     let idle = measure(&mut info_con, cli.duration.mul_f64(0.35)).await?;
@@ -284,6 +318,8 @@ async fn run(cli: &Cli) -> Result<Report, String> {
         let _ = t.await;
     }
     drop(redis);
+    let resyncs_full = world.full_resyncs.load(Ordering::Relaxed) - full_at_start;
+    let resyncs_all = world.resyncs.load(Ordering::Relaxed) - resyncs_at_start;
     Ok(Report {
         nodes: cli.nodes,
         connections: cli.connections,
@@ -296,6 +332,10 @@ async fn run(cli: &Cli) -> Result<Report, String> {
         resync_cold_ms: cold_ms,
         resync_warm: warm.summary(),
         resync_failures: world.resync_failures.load(Ordering::Relaxed),
+        resyncs_incremental: resyncs_all.saturating_sub(resyncs_full),
+        resyncs_full,
+        safety_scan_cmds_per_sec: (cli.nodes * cli.connections) as f64
+            / cli.safety_scan_interval.as_secs_f64(),
         request_during_resync: during.summary(),
         request_errors_during_resync: probe_errors.load(Ordering::Relaxed),
         request_baseline: baseline.summary(),
@@ -544,8 +584,13 @@ fn print(cli: &Cli, r: &Report) {
     );
     let _ = writeln!(
         out,
-        "full resync: cold {:.0} ms, warm p50 {:.0} ms (n={}), failures {}",
-        r.resync_cold_ms, r.resync_warm.p50_ms, r.resync_warm.count, r.resync_failures
+        "resyncs: {} incremental, {} full, failures {}; safety-net scans add {:.0} cmd/s on average",
+        r.resyncs_incremental, r.resyncs_full, r.resync_failures, r.safety_scan_cmds_per_sec
+    );
+    let _ = writeln!(
+        out,
+        "full resync: cold {:.0} ms, warm p50 {:.0} ms (n={})",
+        r.resync_cold_ms, r.resync_warm.p50_ms, r.resync_warm.count
     );
     let _ = writeln!(
         out,

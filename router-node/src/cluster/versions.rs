@@ -33,6 +33,9 @@ struct Inner {
     /// new actors, which must adopt again.
     runtime: usize,
     entries: HashMap<Arc<str>, Entry>,
+    /// Connections [`ConnVersions::forget`] reset since the last resync took them: an
+    /// incremental resync reads only what the change log names, so it reads these too.
+    forgotten: Vec<Arc<str>>,
 }
 
 /// Per-connection record versions (see the module docs).
@@ -97,10 +100,21 @@ impl ConnVersions {
     /// the record at the version this node adopted, so the next resync adopts it again.
     pub fn forget(&self, conn: &str) {
         self.with(|inner| {
+            if let Some(key) = inner.entries.get_key_value(conn).map(|(k, _)| k.clone())
+                && !inner.forgotten.contains(&key)
+            {
+                inner.forgotten.push(key);
+            }
             if let Some(e) = inner.entries.get_mut(conn) {
                 e.adopted = 0;
             }
         });
+    }
+
+    /// The connections forgotten since the last call (for the next resync to read again).
+    pub fn take_forgotten(&self) -> Vec<Arc<str>> {
+        self.with(|inner| std::mem::take(&mut inner.forgotten))
+            .unwrap_or_default()
     }
 
     /// The version of `conn` this node adopted last (0 = none).
@@ -171,6 +185,8 @@ mod tests {
         assert!(!v.should_adopt("k", 10));
         v.forget("k");
         assert!(v.should_adopt("k", 10));
+        assert_eq!(v.take_forgotten(), vec![conn()]);
+        assert!(v.take_forgotten().is_empty(), "taken once");
     }
 
     #[test]

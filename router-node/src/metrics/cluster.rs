@@ -36,6 +36,24 @@ pub enum EventResult {
     Dropped,
 }
 
+/// How a resync read the shared state, as labelled in `switchyard_cluster_resyncs_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResyncKind {
+    /// Through the change log: only the records it named.
+    Incremental,
+    /// Every configured connection record.
+    Full,
+}
+
+impl ResyncKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Incremental => "incremental",
+            Self::Full => "full",
+        }
+    }
+}
+
 impl EventResult {
     fn as_str(self) -> &'static str {
         match self {
@@ -55,7 +73,7 @@ pub struct ClusterMetrics {
     redis_state: IntGauge,
     degraded: IntGauge,
     events: IntCounterVec,
-    resyncs: IntCounter,
+    resyncs: IntCounterVec,
     propagation: Histogram,
     replay_depth: IntGauge,
     replay_dropped: IntCounter,
@@ -94,10 +112,17 @@ impl ClusterMetrics {
             ),
             &["kind", "result"],
         )?;
-        let resyncs = IntCounter::new(
-            "switchyard_cluster_resyncs_total",
-            "Full reads of the shared state (on every (re)connect and periodically).",
+        let resyncs = IntCounterVec::new(
+            Opts::new(
+                "switchyard_cluster_resyncs_total",
+                "Resyncs from Redis (on every (re)connect and periodically), by kind: incremental (through the change log) or full (every record).",
+            ),
+            &["kind"],
         )?;
+        // Both series exist from the start, so a scrape tells "none yet" from "not exported".
+        for kind in [ResyncKind::Incremental, ResyncKind::Full] {
+            resyncs.with_label_values(&[kind.as_str()]);
+        }
         let propagation = Histogram::with_opts(
             HistogramOpts::new(
                 "switchyard_cluster_propagation_delay_seconds",
@@ -153,12 +178,20 @@ impl ClusterMetrics {
             .map_or(0, |c| c.get())
     }
 
-    pub fn resynced(&self) {
-        self.resyncs.inc();
+    pub fn resynced(&self, kind: ResyncKind) {
+        self.resyncs.with_label_values(&[kind.as_str()]).inc();
     }
 
+    /// Resyncs of one kind.
+    pub fn resync_count_of(&self, kind: ResyncKind) -> u64 {
+        self.resyncs
+            .get_metric_with_label_values(&[kind.as_str()])
+            .map_or(0, |c| c.get())
+    }
+
+    /// Resyncs of every kind.
     pub fn resync_count(&self) -> u64 {
-        self.resyncs.get()
+        self.resync_count_of(ResyncKind::Incremental) + self.resync_count_of(ResyncKind::Full)
     }
 
     pub fn propagation_delay(&self, delay_ms: u64) {

@@ -42,7 +42,7 @@ macro_rules! conn_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
-                include_str!("lua/conn_common_v2.lua"),
+                include_str!("lua/conn_common_v3.lua"),
                 include_str!($file)
             ))
         })
@@ -50,11 +50,11 @@ macro_rules! conn_script {
 }
 pub(crate) use conn_script;
 
-static EXTEND: LazyLock<Script> = conn_script!("lua/cooldown_extend_v2.lua");
-static SUCCESS: LazyLock<Script> = conn_script!("lua/cooldown_success_v2.lua");
-static CLEAR: LazyLock<Script> = conn_script!("lua/cooldown_clear_v2.lua");
-static TERMINAL_SET: LazyLock<Script> = conn_script!("lua/terminal_set_v2.lua");
-static TERMINAL_CLEAR: LazyLock<Script> = conn_script!("lua/terminal_clear_v2.lua");
+static EXTEND: LazyLock<Script> = conn_script!("lua/cooldown_extend_v3.lua");
+static SUCCESS: LazyLock<Script> = conn_script!("lua/cooldown_success_v3.lua");
+static CLEAR: LazyLock<Script> = conn_script!("lua/cooldown_clear_v3.lua");
+static TERMINAL_SET: LazyLock<Script> = conn_script!("lua/terminal_set_v3.lua");
+static TERMINAL_CLEAR: LazyLock<Script> = conn_script!("lua/terminal_clear_v3.lua");
 
 /// One failure to write: the cooldown the local policy decided on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,15 +150,19 @@ impl RedisStore {
         let reason = w.reason.as_str();
         let terminal = w.terminal.map_or("", TerminalStatus::as_str);
         let err: String = w.last_error.chars().take(LAST_ERROR_MAX_CHARS).collect();
+        let log = self.keys().changelog();
+        let conn = w.conn.to_owned();
         let reply: Value = self
             .run(CMD, |mut con| async move {
                 EXTEND
                     .key(key)
+                    .key(log)
                     .arg(duration)
                     .arg(level)
                     .arg(reason)
                     .arg(terminal)
                     .arg(err)
+                    .arg(conn)
                     .invoke_async(&mut con)
                     .await
             })
@@ -202,9 +206,17 @@ impl RedisStore {
         const CMD: &str = "cooldown_success";
         let key = self.keys().connection(conn);
         let age = age_ms.map_or_else(String::new, |a| a.to_string());
+        let log = self.keys().changelog();
+        let id = conn.to_owned();
         let reply: Value = self
             .run(CMD, |mut con| async move {
-                SUCCESS.key(key).arg(age).invoke_async(&mut con).await
+                SUCCESS
+                    .key(key)
+                    .key(log)
+                    .arg(age)
+                    .arg(id)
+                    .invoke_async(&mut con)
+                    .await
             })
             .await?;
         let v = array_of(CMD, reply, 6)?;
@@ -273,14 +285,17 @@ impl RedisStore {
         arg: Option<&str>,
     ) -> Result<ConnWrite, StoreError> {
         let key = self.keys().connection(conn);
+        let log = self.keys().changelog();
         let arg = arg.map(str::to_owned);
+        let id = conn.to_owned();
         let reply: Value = self
             .run(command, |mut con| async move {
                 let mut inv = script.key(key);
+                inv.key(log);
                 if let Some(arg) = arg {
                     inv.arg(arg);
                 }
-                inv.invoke_async(&mut con).await
+                inv.arg(id).invoke_async(&mut con).await
             })
             .await?;
         let v = array_of(command, reply, 2)?;
@@ -396,7 +411,9 @@ mod tests {
 
     #[test]
     fn the_scripts_retention_is_the_documented_one() {
-        let prelude = include_str!("lua/conn_common_v2.lua");
+        let prelude = include_str!("lua/conn_common_v3.lua");
         assert!(prelude.contains(&format!("local RETENTION_MS = {LEVEL_RETENTION_MS}\n")));
+        let bound = super::super::changelog::CHANGELOG_MAXLEN;
+        assert!(prelude.contains(&format!("local CHANGELOG_MAXLEN = {bound}\n")));
     }
 }

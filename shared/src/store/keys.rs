@@ -49,6 +49,13 @@ impl KeySpace {
         format!("{}events", self.prefix)
     }
 
+    /// Stream of connection record versions (`c` = connection id, `v` = version), appended by
+    /// every script that bumps a record's version and bounded with `MAXLEN ~`; nodes read it
+    /// from their last offset instead of re-reading every record (`store::changelog`).
+    pub fn changelog(&self) -> String {
+        format!("{}changelog", self.prefix)
+    }
+
     /// Hash with a connection's cooldown, backoff level and terminal status.
     pub fn connection(&self, conn: &str) -> String {
         format!("{}conn:{{{conn}}}", self.prefix)
@@ -219,6 +226,7 @@ mod tests {
         for key in [
             k.events_channel(),
             k.connection("c"),
+            k.changelog(),
             k.breaker("p"),
             k.lease("c"),
             k.settings(),

@@ -22,9 +22,9 @@ use crate::Millis;
 use crate::outcome::FailureReason;
 
 // Lockout writes bump the connection record's version, so they share its prelude.
-static EXTEND: LazyLock<Script> = conn_script!("lua/lockout_extend_v2.lua");
-static DECAY: LazyLock<Script> = conn_script!("lua/lockout_decay_v2.lua");
-static CLEAR: LazyLock<Script> = conn_script!("lua/lockout_clear_v2.lua");
+static EXTEND: LazyLock<Script> = conn_script!("lua/lockout_extend_v3.lua");
+static DECAY: LazyLock<Script> = conn_script!("lua/lockout_decay_v3.lua");
+static CLEAR: LazyLock<Script> = conn_script!("lua/lockout_clear_v3.lua");
 const READ_SOURCE: &str = include_str!("lua/lockout_read_v1.lua");
 static READ: LazyLock<Script> = LazyLock::new(|| Script::new(READ_SOURCE));
 
@@ -91,6 +91,8 @@ impl RedisStore {
         let key = self.keys().lockout(provider, conn, model);
         let index = self.keys().lockout_index(conn);
         let record_key = self.keys().connection(conn);
+        let log = self.keys().changelog();
+        let id = conn.to_owned();
         let m = member(provider, model);
         let reply: Value = self
             .run(CMD, |mut con| async move {
@@ -98,10 +100,12 @@ impl RedisStore {
                     .key(key)
                     .key(index)
                     .key(record_key)
+                    .key(log)
                     .arg(duration_ms)
                     .arg(failure_count)
                     .arg(reason.as_str())
                     .arg(m)
+                    .arg(id)
                     .invoke_async(&mut con)
                     .await
             })
@@ -133,6 +137,8 @@ impl RedisStore {
         let key = self.keys().lockout(provider, conn, model);
         let index = self.keys().lockout_index(conn);
         let record_key = self.keys().connection(conn);
+        let log = self.keys().changelog();
+        let id = conn.to_owned();
         let m = member(provider, model);
         let reply: Value = self
             .run(CMD, |mut con| async move {
@@ -140,7 +146,9 @@ impl RedisStore {
                     .key(key)
                     .key(index)
                     .key(record_key)
+                    .key(log)
                     .arg(m)
+                    .arg(id)
                     .invoke_async(&mut con)
                     .await
             })
@@ -278,6 +286,8 @@ impl RedisStore {
         const CMD: &str = "lockout_clear";
         let index = self.keys().lockout_index(conn);
         let record_key = self.keys().connection(conn);
+        let log = self.keys().changelog();
+        let id = conn.to_owned();
         let keys: Vec<String> = members
             .iter()
             .map(|m| self.member_key(conn, m))
@@ -289,7 +299,7 @@ impl RedisStore {
                 for (key, m) in keys.iter().zip(&members) {
                     inv.key(key).arg(m);
                 }
-                inv.invoke_async(&mut con).await
+                inv.key(log).arg(id).invoke_async(&mut con).await
             })
             .await?;
         let v = array_of(CMD, reply, 2)?;

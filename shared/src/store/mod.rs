@@ -17,6 +17,8 @@
 //!   with its versioned Lua scripts under `lua/`.
 //! - [`connections`], [`lockouts`]: extend-only cooldowns, sticky terminal states and model
 //!   lockouts, with the cluster-wide thundering-herd guard inside the scripts.
+//! - [`changelog`]: the bounded stream of record versions those scripts append to, so a node's
+//!   periodic resync reads only what changed (and when to fall back to a full scan).
 //! - [`breaker`]: windowed failure counting, transitions and the single fenced half-open probe.
 //! - [`settings`], [`membership`]: versioned runtime settings and node heartbeats (JSON).
 //! - [`events`]: publishing wire events and the pub/sub subscriber that reports reconnects.
@@ -30,6 +32,7 @@
 
 pub mod breaker;
 pub mod buckets;
+pub mod changelog;
 mod cluster;
 mod connection;
 pub mod connections;
@@ -51,6 +54,7 @@ mod url;
 
 pub use breaker::{BreakerChange, BreakerParams, ProbeGrant, SharedBreaker};
 pub use buckets::BucketResult;
+pub use changelog::{ChangeEntry, FullReason, LogPage, ResyncPlan, StreamId};
 pub use connection::{ClusterLink, StoreConnection};
 pub use connections::{
     ConnRecord, ConnState, ConnWrite, CooldownApplied, CooldownWrite, LEVEL_RETENTION_MS,

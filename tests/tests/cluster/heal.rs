@@ -1,7 +1,8 @@
 //! Lost clears heal: a reinstatement or a cooldown clear published while a node's subscriber
 //! was gone reaches that node through its resync, because every connection record carries a
 //! version bumped by every write (clears included) and a resync adopts a newer record, lowering
-//! as well as raising.
+//! as well as raising. The resync that heals it is incremental: the node reads the change log
+//! from its offset, not every record.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::{body, chat, client, health, key_env, store};
 use serde_json::{Value, json};
-use switchyard_tests::cluster::{MGMT_KEY, TestCluster};
+use switchyard_tests::cluster::{MGMT_KEY, TestCluster, metric, metrics_text};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 
@@ -19,7 +20,7 @@ use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 const RESYNC_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Sends `sig` (`-STOP`, `-CONT`) to a node we started.
-fn signal(node: &NodeProcess, sig: &str) {
+pub(crate) fn signal(node: &NodeProcess, sig: &str) {
     let status = Command::new("kill")
         .args([sig, &node.pid().to_string()])
         .status()
@@ -27,8 +28,19 @@ fn signal(node: &NodeProcess, sig: &str) {
     assert!(status.success(), "kill {sig} failed");
 }
 
+/// The node's `switchyard_cluster_resyncs_total{kind}` (`incremental`, `full`).
+pub(crate) async fn resyncs(node: &NodeProcess, kind: &'static str) -> u64 {
+    let admin = node.admin;
+    tokio::task::spawn_blocking(move || {
+        let prefix = format!("switchyard_cluster_resyncs_total{{kind=\"{kind}\"}}");
+        metric(&metrics_text(admin), &prefix).map_or(0, |v| v as u64)
+    })
+    .await
+    .unwrap()
+}
+
 /// Connections of provider `p` that `node` counts in health's `field` (`terminal`, `cooldown`).
-async fn counted(node: &NodeProcess, field: &str) -> u64 {
+pub(crate) async fn counted(node: &NodeProcess, field: &str) -> u64 {
     health(node).await["connections"]["byProvider"]["p"][field]
         .as_u64()
         .unwrap_or(0)
@@ -78,6 +90,9 @@ async fn missed_action_heals(case: Case) {
         );
     }
 
+    let full_before = resyncs(b, "full").await;
+    let incremental_before = resyncs(b, "incremental").await;
+    assert!(full_before >= 1, "b's first resync is a full scan");
     signal(b, "-STOP");
     let shared = store(&cluster.redis.url());
     let killed: u64 = shared
@@ -125,6 +140,18 @@ async fn missed_action_heals(case: Case) {
         b.log()
     );
     assert_eq!(counted(b, case.field).await, 0);
+    // Healed through the change log: b had an offset, so neither its reconnect nor its
+    // periodic resync read every record again.
+    assert!(
+        resyncs(b, "incremental").await > incremental_before,
+        "no incremental resync on b"
+    );
+    assert_eq!(
+        resyncs(b, "full").await,
+        full_before,
+        "b fell back to a full scan; log of b:\n{}",
+        b.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

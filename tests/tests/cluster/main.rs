@@ -10,6 +10,7 @@ mod support;
 mod acl;
 mod breaker;
 mod caps;
+mod changelog;
 mod clock;
 mod failover;
 mod heal;

@@ -27,8 +27,10 @@ fn the_simulator_measures_load_propagation_resync_and_the_request_path() {
             .and_then(serde_json::Value::as_f64)
             .unwrap_or_else(|| panic!("{path} missing in {r}"))
     };
-    // Three nodes resync 200 records every second: Redis saw their pipelines.
-    assert!(num("/idle/commands_per_sec") >= 200.0, "{r}");
+    // Three nodes resync every second, through the change log once they have an offset.
+    assert!(num("/idle/commands_per_sec") > 0.0, "{r}");
+    assert!(num("/resyncs_incremental") > 0.0, "{r}");
+    assert!(num("/safety_scan_cmds_per_sec") > 0.0, "{r}");
     assert!(
         num("/load/commands_per_sec") > num("/idle/commands_per_sec"),
         "{r}"

@@ -1,4 +1,5 @@
--- terminal_clear_v2: operator reinstate. The connection starts afresh (no cooldown, level 0);
+-- terminal_clear_v3: operator reinstate. The connection starts afresh (no cooldown, level 0);
+-- The change log key and the connection id come last in KEYS and ARGV (see conn_common).
 -- the hash stays as a tombstone carrying the bumped version, and `reinstated` keeps that
 -- version: a node lowers a terminal status it holds only for a reinstatement newer than the
 -- record it adopted, never because a record re-created after Redis lost data lacks it.

@@ -1,4 +1,5 @@
--- cooldown_extend_v2: extend-only connection cooldown with the thundering-herd guard.
+-- cooldown_extend_v3: extend-only connection cooldown with the thundering-herd guard.
+-- The change log key and the connection id come last in KEYS and ARGV (see conn_common).
 -- KEYS[1] = connection hash (see conn_common). `at` is when a change was last applied (Redis
 -- time), for cooldown_success's staleness test.
 -- ARGV: duration_ms, proposed_level, reason, terminal ('' = none), last_error

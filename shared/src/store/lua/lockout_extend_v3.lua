@@ -1,4 +1,5 @@
--- lockout_extend_v2: extend-only model lockout; the failure count only rises.
+-- lockout_extend_v3: extend-only model lockout; the failure count only rises.
+-- The change log key and the connection id come last in KEYS and ARGV (see conn_common).
 -- KEYS[1] = lockout hash {until, count, reason} (PX = until), KEYS[2] = the connection's index
 -- set, KEYS[3] = the connection hash (its version covers the lockouts)
 -- ARGV: duration_ms, failure_count, reason, index member ("provider\31model")

@@ -1,4 +1,5 @@
--- lockout_decay_v2: a success halves the failure count; at 0 the lockout is removed.
+-- lockout_decay_v3: a success halves the failure count; at 0 the lockout is removed.
+-- The change log key and the connection id come last in KEYS and ARGV (see conn_common).
 -- KEYS[1] = lockout hash, KEYS[2] = index set, KEYS[3] = connection hash; ARGV[1] = index member
 -- -> {new count (-1 = none), version}
 local count = tonumber(redis.call('HGET', KEYS[1], 'count') or '0')

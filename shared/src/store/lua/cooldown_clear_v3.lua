@@ -1,4 +1,5 @@
--- cooldown_clear_v2: operator clear of cooldown and backoff level; never clears a terminal.
+-- cooldown_clear_v3: operator clear of cooldown and backoff level; never clears a terminal.
+-- The change log key and the connection id come last in KEYS and ARGV (see conn_common).
 -- KEYS[1] = connection hash -> {1 cleared | 0 terminal, version}
 local terminal = redis.call('HGET', KEYS[1], 'terminal')
 if terminal and terminal ~= '' then

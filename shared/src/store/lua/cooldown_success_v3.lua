@@ -1,4 +1,5 @@
--- cooldown_success_v2: a success ends the cooldown and lowers the backoff level by one.
+-- cooldown_success_v3: a success ends the cooldown and lowers the backoff level by one.
+-- The change log key and the connection id come last in KEYS and ARGV (see conn_common).
 -- KEYS[1] = connection hash. No-op on a terminal connection.
 -- ARGV[1] = how long ago the successful attempt was dispatched, in ms, measured by the node on
 -- its own clock ('' = unknown). Only a duration crosses the wire: the dispatch instant is
