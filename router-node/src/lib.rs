@@ -35,4 +35,5 @@ pub mod routing;
 pub mod runtime;
 pub mod state;
 pub mod telemetry;
+pub mod transport;
 pub mod upstream;
