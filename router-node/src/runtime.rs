@@ -37,7 +37,7 @@ pub struct NodeStats {
     pub inflight: AtomicI64,
     pub requests_total: AtomicU64,
     /// Requests and tokens by key, model and connection, for `GET /api/usage`.
-    pub usage: Mutex<switchyard_shared::usage::UsageLedger>,
+    pub usage: switchyard_shared::usage::ShardedLedger,
 }
 
 /// What a request needs, built once per config: the handles and their lookup tables, the
