@@ -35,5 +35,6 @@ pub mod routing;
 pub mod runtime;
 pub mod state;
 pub mod telemetry;
+pub mod transport;
 pub mod upstream;
 pub mod usage_wall;

@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
 use crate::state::{Affinity, LeasePolicy, RequestQueue, SettingsStore};
-use crate::upstream::client::build_client;
+use crate::transport::{UpstreamClient, build_client};
 
 /// Readiness and draining flags for the probes.
 #[derive(Debug, Default)]
@@ -37,7 +37,7 @@ pub struct NodeStats {
     pub inflight: AtomicI64,
     pub requests_total: AtomicU64,
     /// Requests and tokens by key, model and connection, for `GET /api/usage`.
-    pub usage: Mutex<switchyard_shared::usage::UsageLedger>,
+    pub usage: switchyard_shared::usage::ShardedLedger,
 }
 
 /// What a request needs, built once per config: the handles and their lookup tables, the
@@ -144,7 +144,7 @@ impl Runtime {
         let mut conn_by_id = HashMap::new();
         let mut restatement = Vec::new();
         let mut error_rules = Vec::new();
-        let mut clients: HashMap<u64, reqwest::Client> = HashMap::new();
+        let mut clients: HashMap<u64, UpstreamClient> = HashMap::new();
         for (pidx, provider) in config.providers.iter().enumerate() {
             let mut conn_indices = Vec::new();
             // Pooled clients are shared by every provider with the same connect timeout (the
@@ -152,7 +152,7 @@ impl Runtime {
             // catalogue of 1,000 providers must not do 1,000 times. The pool is keyed by host,
             // so sharing a client shares nothing between providers but the TLS setup.
             let client = match clients.get(&provider.timeouts.connect_ms) {
-                Some(c) => reqwest::Client::clone(c),
+                Some(c) => c.clone(),
                 None => match build_client(&provider.timeouts) {
                     Ok(c) => {
                         clients.insert(provider.timeouts.connect_ms, c.clone());

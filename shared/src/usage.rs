@@ -9,9 +9,14 @@
 //! Memory is bounded: at most [`RETAINED_MINUTES`] buckets, and at most
 //! [`MAX_GROUPS_PER_MINUTE`] distinct (key, model, provider, connection) tuples per bucket;
 //! tuples beyond that are summed under [`OTHER`].
+//!
+//! A node records from every worker thread, so it uses a [`ShardedLedger`]: one ledger per
+//! worker, merged when queried, with the minute and the tuple bound decided node-wide so
+//! that its answers are the ones a single ledger would give.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -120,7 +125,7 @@ impl GroupBy {
         })
     }
 
-    fn group<'a>(&self, t: &'a Tuple) -> &'a str {
+    fn group<'a>(&self, t: &'a Tuple) -> &'a Arc<str> {
         match self {
             Self::Key => &t.key,
             Self::Model => &t.model,
@@ -149,16 +154,7 @@ pub struct UsageLedger {
 impl UsageLedger {
     /// Records one answered request at `now_ms`.
     pub fn record(&mut self, now_ms: u64, tuple: Tuple, totals: Totals) {
-        let start = now_ms - now_ms % MINUTE_MS;
-        if self.minutes.back().is_none_or(|(s, _)| *s < start) {
-            self.minutes.push_back((start, HashMap::new()));
-        }
-        let horizon = start.saturating_sub((RETAINED_MINUTES - 1) * MINUTE_MS);
-        while self.minutes.front().is_some_and(|(s, _)| *s < horizon) {
-            self.minutes.pop_front();
-        }
-        // A clock step back lands in the newest bucket rather than reordering the ring.
-        let Some((_, bucket)) = self.minutes.back_mut() else {
+        let Some(bucket) = self.bucket_at(minute_of(now_ms)) else {
             return;
         };
         let tuple = if bucket.len() >= MAX_GROUPS_PER_MINUTE && !bucket.contains_key(&tuple) {
@@ -167,6 +163,34 @@ impl UsageLedger {
             tuple
         };
         bucket.entry(tuple).or_default().add(&totals);
+    }
+
+    /// The bucket a request of minute `start` is summed in: a new newest one, or the newest
+    /// one (a clock step back lands there rather than reordering the ring). Drops the
+    /// minutes older than a day before `start`.
+    fn bucket_at(&mut self, start: u64) -> Option<&mut HashMap<Tuple, Totals>> {
+        if self.minutes.back().is_none_or(|(s, _)| *s < start) {
+            self.minutes.push_back((start, HashMap::new()));
+        }
+        let horizon = horizon_of(start);
+        while self.minutes.front().is_some_and(|(s, _)| *s < horizon) {
+            self.minutes.pop_front();
+        }
+        self.minutes.back_mut().map(|(_, bucket)| bucket)
+    }
+
+    /// Adds the minutes from `from` on (bucket starts) to `groups`.
+    fn sum_into(&self, from: u64, by: GroupBy, groups: &mut HashMap<Arc<str>, Totals>) {
+        for (_, bucket) in self.minutes.iter().filter(|(s, _)| *s >= from) {
+            for (tuple, totals) in bucket {
+                match groups.get_mut(by.group(tuple)) {
+                    Some(sum) => sum.add(totals),
+                    None => {
+                        groups.insert(by.group(tuple).clone(), *totals);
+                    }
+                }
+            }
+        }
     }
 
     /// The start of the oldest minute still kept, if any.
@@ -178,22 +202,153 @@ impl UsageLedger {
     /// count first (then by name). A minute is counted whole: `since_ms` is rounded down to
     /// its minute.
     pub fn query(&self, since_ms: u64, by: GroupBy) -> Vec<Row> {
-        let from = since_ms - since_ms % MINUTE_MS;
-        let mut groups: HashMap<&str, Totals> = HashMap::new();
-        for (_, bucket) in self.minutes.iter().filter(|(s, _)| *s >= from) {
-            for (tuple, totals) in bucket {
-                groups.entry(by.group(tuple)).or_default().add(totals);
+        let mut groups = HashMap::new();
+        self.sum_into(minute_of(since_ms), by, &mut groups);
+        rows_of(groups)
+    }
+}
+
+/// The start of the minute of `ms`.
+fn minute_of(ms: u64) -> u64 {
+    ms - ms % MINUTE_MS
+}
+
+/// The oldest minute kept when `newest` is the newest.
+fn horizon_of(newest: u64) -> u64 {
+    newest.saturating_sub((RETAINED_MINUTES - 1) * MINUTE_MS)
+}
+
+fn rows_of(groups: HashMap<Arc<str>, Totals>) -> Vec<Row> {
+    sorted(
+        groups
+            .into_iter()
+            .map(|(group, totals)| Row {
+                group: group.to_string(),
+                totals,
+            })
+            .collect(),
+    )
+}
+
+/// The number of shards of [`ShardedLedger::default`]: more than a node has workers, so
+/// each worker thread records into a shard of its own.
+pub const DEFAULT_SHARDS: usize = 16;
+
+/// A [`UsageLedger`] that many threads record into without waiting for each other: one
+/// ledger per shard (the caller passes a shard hint, a node its worker's index), summed when
+/// queried.
+///
+/// Its answers are a single ledger's: the minute a request is filed under is the node-wide
+/// newest one (a clock step back lands there), and whether a tuple new to its shard's minute
+/// is kept or summed under [`OTHER`] is decided against the node-wide set of that minute's
+/// tuples. Only that decision takes a node-wide lock, once per tuple, shard and minute; a
+/// request whose tuple its shard already holds takes only its shard's lock.
+///
+/// Memory: each shard is bounded like a [`UsageLedger`], plus one minute's admitted tuples.
+#[derive(Debug)]
+pub struct ShardedLedger {
+    shards: Box<[Mutex<UsageLedger>]>,
+    /// The newest minute any request was filed under (Unix ms), read without a lock.
+    newest: AtomicU64,
+    admitted: Mutex<Admitted>,
+}
+
+/// The tuples kept in the newest minute, node-wide.
+#[derive(Debug, Default)]
+struct Admitted {
+    minute: u64,
+    tuples: HashSet<Tuple>,
+}
+
+impl Default for ShardedLedger {
+    fn default() -> Self {
+        Self::new(DEFAULT_SHARDS)
+    }
+}
+
+impl ShardedLedger {
+    /// A ledger of `shards` shards (at least one).
+    pub fn new(shards: usize) -> Self {
+        Self {
+            shards: (0..shards.max(1))
+                .map(|_| Mutex::new(UsageLedger::default()))
+                .collect(),
+            newest: AtomicU64::new(0),
+            admitted: Mutex::new(Admitted::default()),
+        }
+    }
+
+    /// Records one answered request at `now_ms` in shard `hint` (modulo the shard count).
+    pub fn record(&self, hint: usize, now_ms: u64, tuple: Tuple, totals: Totals) {
+        let Some(shard) = self.shards.get(hint % self.shards.len()) else {
+            return;
+        };
+        let Ok(mut ledger) = shard.lock() else {
+            return;
+        };
+        let start = minute_of(now_ms).max(self.newest.load(Ordering::Acquire));
+        if let Some(bucket) = ledger.bucket_at(start)
+            && let Some(sum) = bucket.get_mut(&tuple)
+        {
+            sum.add(&totals);
+            return;
+        }
+        // New to this shard's minute: the node-wide set decides (shard, then set: the only
+        // order the two locks are taken in).
+        let Ok(mut admitted) = self.admitted.lock() else {
+            return;
+        };
+        let start = start.max(admitted.minute);
+        if start > admitted.minute {
+            admitted.minute = start;
+            admitted.tuples.clear();
+            self.newest.store(start, Ordering::Release);
+        }
+        let tuple = if admitted.tuples.contains(&tuple) {
+            tuple
+        } else if admitted.tuples.len() < MAX_GROUPS_PER_MINUTE {
+            admitted.tuples.insert(tuple.clone());
+            tuple
+        } else {
+            Tuple::other()
+        };
+        drop(admitted);
+        if let Some(bucket) = ledger.bucket_at(start) {
+            bucket.entry(tuple).or_default().add(&totals);
+        }
+    }
+
+    /// The sums of every kept minute that ends after `since_ms`, as [`UsageLedger::query`].
+    pub fn query(&self, since_ms: u64, by: GroupBy) -> Vec<Row> {
+        // A shard that has not recorded lately may still hold minutes older than a day.
+        let from = minute_of(since_ms).max(self.horizon());
+        let mut groups = HashMap::new();
+        for shard in &self.shards {
+            if let Ok(ledger) = shard.lock() {
+                ledger.sum_into(from, by, &mut groups);
             }
         }
-        sorted(
-            groups
-                .into_iter()
-                .map(|(group, totals)| Row {
-                    group: group.to_owned(),
-                    totals,
-                })
-                .collect(),
-        )
+        rows_of(groups)
+    }
+
+    /// The start of the oldest minute still kept, if any.
+    pub fn retained_since(&self) -> Option<u64> {
+        let horizon = self.horizon();
+        self.shards
+            .iter()
+            .filter_map(|shard| {
+                let ledger = shard.lock().ok()?;
+                ledger
+                    .minutes
+                    .iter()
+                    .map(|(s, _)| *s)
+                    .find(|s| *s >= horizon)
+            })
+            .min()
+    }
+
+    fn horizon(&self) -> u64 {
+        horizon_of(self.newest.load(Ordering::Acquire))
     }
 }
 
@@ -373,6 +528,103 @@ mod tests {
         let other = rows.iter().find(|r| r.group == OTHER).unwrap();
         assert_eq!(other.totals.requests, 10);
         assert_eq!(total(&rows).requests, (MAX_GROUPS_PER_MINUTE + 10) as u64);
+    }
+
+    /// The same requests recorded into one ledger and into shards (hints spread as workers
+    /// would) give the same answers: every grouping, every `since`, the bound included.
+    #[test]
+    fn shards_answer_as_one_ledger_would() {
+        let mut single = UsageLedger::default();
+        let sharded = ShardedLedger::new(4);
+        // A small linear congruential generator: a fixed, varied sequence.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let mut now = T0;
+        for i in 0..30_000u64 {
+            // Mostly the same minute; now and then the next few; once a burst past the bound.
+            if i % 5_000 == 4_999 {
+                now += next(3) * MINUTE_MS + 1;
+            }
+            let spread = if (10_000..16_000).contains(&i) {
+                6_000
+            } else {
+                50
+            };
+            let t = tuple(
+                &format!("k{}", next(spread)),
+                &format!("m{}", next(3)),
+                &format!("c{}", next(2)),
+            );
+            let totals = used(next(100), next(10));
+            single.record(now, t.clone(), totals);
+            sharded.record(next(8) as usize, now, t, totals);
+        }
+        for by in [
+            GroupBy::Key,
+            GroupBy::Model,
+            GroupBy::Provider,
+            GroupBy::Connection,
+        ] {
+            for since in [0, T0, now - 2 * MINUTE_MS, now] {
+                assert_eq!(sharded.query(since, by), single.query(since, by), "{by:?}");
+            }
+        }
+        let by_key = sharded.query(0, GroupBy::Key);
+        assert!(
+            by_key.iter().any(|r| r.group == OTHER),
+            "the bound was reached"
+        );
+        assert_eq!(sharded.retained_since(), single.retained_since());
+    }
+
+    #[test]
+    fn shards_keep_the_bound_the_clock_step_back_and_the_day() {
+        let l = ShardedLedger::new(3);
+        for i in 0..MAX_GROUPS_PER_MINUTE + 10 {
+            l.record(i, T0, tuple(&format!("k{i}"), "m", "c"), used(1, 0));
+        }
+        let rows = l.query(T0, GroupBy::Key);
+        assert_eq!(rows.len(), MAX_GROUPS_PER_MINUTE + 1);
+        let other = rows.iter().find(|r| r.group == OTHER).unwrap();
+        assert_eq!(other.totals.requests, 10);
+        // A step back lands in the newest minute, whatever the shard.
+        l.record(7, T0 - 3 * MINUTE_MS, tuple("k1", "m", "c"), used(1, 0));
+        assert_eq!(l.retained_since(), Some(T0 - T0 % MINUTE_MS));
+        // A day later, a shard that never recorded again no longer answers for old minutes.
+        let later = T0 + RETAINED_MINUTES * MINUTE_MS;
+        l.record(1, later, tuple("late", "m", "c"), used(4, 0));
+        let rows = l.query(0, GroupBy::Key);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(total(&rows).input_tokens, 4);
+        assert_eq!(l.retained_since(), Some(later - later % MINUTE_MS));
+    }
+
+    #[test]
+    fn threads_recording_at_once_lose_nothing() {
+        let l = Arc::new(ShardedLedger::default());
+        let threads: Vec<_> = (0..4)
+            .map(|worker| {
+                let l = Arc::clone(&l);
+                std::thread::spawn(move || {
+                    for i in 0..2_000u64 {
+                        let t = tuple(&format!("k{}", i % 7), "m", "c");
+                        l.record(worker, T0 + i, t, used(1, 2));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let rows = l.query(0, GroupBy::Key);
+        assert_eq!(rows.len(), 7);
+        assert_eq!(total(&rows).requests, 8_000);
+        assert_eq!(total(&rows).output_tokens, 16_000);
     }
 
     #[test]

@@ -51,7 +51,7 @@ fn conn_handle(idx: usize, provider_idx: usize) -> Arc<ConnHandle> {
         idx,
         provider_idx,
         config,
-        reqwest::Client::new(),
+        crate::transport::build_client(&Default::default()).unwrap(),
         None,
         RequestQueue::new(QueueSettings::default()),
     ))

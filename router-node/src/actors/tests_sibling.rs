@@ -49,7 +49,7 @@ fn start(recorder: Arc<Recorder>) -> Arc<ConnHandle> {
             egress: Some("proxy-1".into()),
             ..ConnectionConfig::default()
         },
-        reqwest::Client::new(),
+        crate::transport::build_client(&Default::default()).unwrap(),
         None,
         RequestQueue::new(QueueSettings::default()),
     ));

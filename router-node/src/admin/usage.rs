@@ -1,14 +1,16 @@
 //! `GET /api/usage[?since=&by=]`: requests and tokens this node served, summed by client key,
 //! model, provider or connection, for "who used what".
 //!
-//! The sums come from the node's [`UsageLedger`] (one-minute buckets kept for a day, written
-//! after every answered request); the coordinator adds the answers of every live node. Usage
+//! The sums come from the node's [`ShardedLedger`] (one-minute buckets kept for a day, written
+//! after every answered request into the recording worker's own shard, summed here); the
+//! coordinator adds the answers of every live node. Usage
 //! is counted from what the upstream reported (`usage` in a JSON answer, the stream's final
 //! usage), so a request whose answer reported none counts as a request with zero tokens.
 //!
-//! [`UsageLedger`]: switchyard_shared::usage::UsageLedger
+//! [`ShardedLedger`]: switchyard_shared::usage::ShardedLedger
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -33,10 +35,8 @@ pub async fn usage(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
     let query: UsageQuery = parse_query(&req)?;
     let now = rt.clock.epoch_ms();
     let (since, by) = usage::parse_query(query.since.as_deref(), query.by.as_deref(), now)?;
-    let (rows, retained_since) = match rt.stats.usage.lock() {
-        Ok(ledger) => (ledger.query(since, by), ledger.retained_since()),
-        Err(_) => (Vec::new(), None),
-    };
+    let rows = rt.stats.usage.query(since, by);
+    let retained_since = rt.stats.usage.retained_since();
     Ok(HttpResponse::Ok().json(json!({
         "since": since,
         "until": now,
@@ -68,7 +68,17 @@ pub fn record(
         rt.metrics.key_usage(key, reported);
     }
     let now = rt.clock.epoch_ms();
-    if let Ok(mut ledger) = rt.stats.usage.lock() {
-        ledger.record(now, tuple, Totals::of_request(reported));
+    rt.stats
+        .usage
+        .record(worker_shard(), now, tuple, Totals::of_request(reported));
+}
+
+/// This thread's shard of the usage ledger: each worker thread takes the next index the
+/// first time it records, so workers do not share a shard's lock.
+fn worker_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
+    SHARD.with(|shard| *shard)
 }

@@ -115,39 +115,50 @@ async fn forward(
         .find(|c| c.api_key.is_some() || provider.config.is_local())?;
     let mut upstream_body = body.clone();
     upstream_body["model"] = Value::from(upstream_model);
-    let url = format!(
+    let uri = crate::transport::parse_endpoint(&format!(
         "{}/messages/count_tokens",
         provider.config.base_url.trim_end_matches('/')
-    );
+    ))?;
     let header = |name: &str| {
         req.headers()
             .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
+            .and_then(|v| http::HeaderValue::from_bytes(v.as_bytes()).ok())
     };
-    let mut call = conn
-        .client
-        .post(url)
-        .timeout(FORWARD_TIMEOUT)
-        .header("content-type", "application/json")
-        .header(
-            "anthropic-version",
-            header("anthropic-version").unwrap_or_else(|| ANTHROPIC_VERSION.to_owned()),
-        )
-        .body(serde_json::to_vec(&upstream_body).ok()?);
+    let mut call = http::Request::new(Bytes::from(serde_json::to_vec(&upstream_body).ok()?));
+    *call.method_mut() = http::Method::POST;
+    *call.uri_mut() = uri;
+    let headers = call.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        "anthropic-version",
+        header("anthropic-version")
+            .unwrap_or_else(|| http::HeaderValue::from_static(ANTHROPIC_VERSION)),
+    );
     if let Some(beta) = header("anthropic-beta") {
-        call = call.header("anthropic-beta", beta);
+        headers.insert("anthropic-beta", beta);
     }
     if let Some(key) = conn.api_key.as_deref() {
-        call = call.header("x-api-key", key);
+        let mut value = http::HeaderValue::from_str(key).ok()?;
+        value.set_sensitive(true);
+        headers.insert("x-api-key", value);
     }
-    let resp = call.send().await.ok()?;
-    let status = resp.status().as_u16();
-    // A server without the route (many Anthropic-compatible ones): estimate instead.
-    if status == 404 || status == 405 {
-        return None;
-    }
-    let bytes: Bytes = resp.bytes().await.ok()?;
+    let call = async {
+        let mut resp = conn.client.send(call).await.ok()?;
+        let status = resp.status().as_u16();
+        // A server without the route (many Anthropic-compatible ones): estimate instead.
+        if status == 404 || status == 405 {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.body_mut().next_chunk().await {
+            bytes.extend_from_slice(&chunk.ok()?);
+        }
+        Some((status, Bytes::from(bytes)))
+    };
+    let (status, bytes) = tokio::time::timeout(FORWARD_TIMEOUT, call).await.ok()??;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     Some(
         HttpResponse::build(status)

@@ -8,7 +8,10 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::actors::ConnHandle;
+use crate::transport::parse_endpoint;
 use crate::usage_wall::reset::{self, ResetOutcome};
 
 /// Each call's ceiling: a reset that cannot be had quickly is not worth holding the request.
@@ -29,7 +32,8 @@ pub fn origin(base_url: &str) -> &str {
 /// Checks whether the reset is available and claims it when it is.
 pub async fn claim(conn: &ConnHandle, base_url: &str, organization: &str) -> ResetOutcome {
     let origin = origin(base_url);
-    let usage = match call(conn, conn.client.get(format!("{origin}{USAGE_PATH}"))).await {
+    let usage_url = format!("{origin}{USAGE_PATH}");
+    let usage = match call(conn, http::Method::GET, &usage_url, Bytes::new()).await {
         Some(body) => body,
         None => return ResetOutcome::Error,
     };
@@ -37,39 +41,65 @@ pub async fn claim(conn: &ConnHandle, base_url: &str, organization: &str) -> Res
         return outcome;
     }
     let url = format!("{origin}/api/organizations/{organization}/reset_rate_limits");
-    let request = conn
-        .client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(reset::claim_body().to_string());
-    match call(conn, request).await {
+    let body = Bytes::from(reset::claim_body().to_string());
+    match call(conn, http::Method::POST, &url, body).await {
         Some(body) => reset::read_claim(&body),
         None => ResetOutcome::Error,
     }
 }
 
 /// One call with the connection's token; the body of a 2xx answer, `None` otherwise.
-async fn call(conn: &ConnHandle, request: reqwest::RequestBuilder) -> Option<Vec<u8>> {
-    let mut request = request
-        .timeout(CALL_TIMEOUT)
-        .header("anthropic-beta", OAUTH_BETA);
-    if let Some(token) = conn.api_key.as_deref() {
-        request = request.bearer_auth(token);
+async fn call(conn: &ConnHandle, method: http::Method, url: &str, body: Bytes) -> Option<Vec<u8>> {
+    let Some(uri) = parse_endpoint(url) else {
+        tracing::warn!(connection = %conn.id, %url, "session-limit reset URL is not valid");
+        return None;
+    };
+    let json = !body.is_empty();
+    let mut request = http::Request::new(body);
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    let headers = request.headers_mut();
+    headers.insert("anthropic-beta", http::HeaderValue::from_static(OAUTH_BETA));
+    if json {
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
     }
-    let response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(connection = %conn.id, error = %e, "session-limit reset call failed");
+    if let Some(token) = conn.api_key.as_deref() {
+        let mut value = http::HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+        value.set_sensitive(true);
+        headers.insert(http::header::AUTHORIZATION, value);
+    }
+    let exchange = async {
+        let mut response = match conn.client.send(request).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(connection = %conn.id, error = e.classify().1, "session-limit reset call failed");
+                return None;
+            }
+        };
+        let status = response.status();
+        if !status.is_success() {
+            tracing::warn!(connection = %conn.id, %status, "session-limit reset call refused");
             return None;
         }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.body_mut().next_chunk().await {
+            bytes.extend_from_slice(&chunk.ok()?);
+            if bytes.len() > MAX_ANSWER_BYTES {
+                return None;
+            }
+        }
+        Some(bytes)
     };
-    let status = response.status();
-    if !status.is_success() {
-        tracing::warn!(connection = %conn.id, %status, "session-limit reset call refused");
-        return None;
+    match tokio::time::timeout(CALL_TIMEOUT, exchange).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            tracing::warn!(connection = %conn.id, "session-limit reset call timed out");
+            None
+        }
     }
-    let body = response.bytes().await.ok()?;
-    (body.len() <= MAX_ANSWER_BYTES).then(|| body.to_vec())
 }
 
 #[cfg(test)]

@@ -21,14 +21,14 @@
 //!   [`MAX_PREFIX_BYTES`]. An upstream that sends more than that without content is
 //!   committed anyway (memory stays bounded); its readiness deadline keeps running after the
 //!   commit and then ends the stream in-band.
-//! - **Errors of reqwest** map to [`TransportFailure`]: a timeout is `Timeout` (connect
+//! - **Transport errors** map to [`TransportFailure`]: a timeout is `Timeout` (connect
 //!   timeouts included), a connect failure `ConnectRefused`, anything else on the wire
 //!   `ConnectionReset`. A request that cannot even be built (bad base URL, an API key that is
 //!   not a header value) is `ConnectRefused`: this connection cannot be used as configured.
 
 use actix_web::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
-use futures_util::StreamExt;
+use http::Response;
 use switchyard_shared::Millis;
 use switchyard_shared::classify::{self, TransportFailure};
 use switchyard_shared::sse::{
@@ -39,9 +39,10 @@ use super::body::{self, MAX_ERROR_BODY_BYTES, MAX_JSON_BODY_BYTES, ReadLimits, R
 use super::headers;
 use super::request::{self, AttemptRequest};
 use super::sse_format;
-use super::stream::{CommittedStream, LiveStream, UpstreamBody};
+use super::stream::{CommittedStream, LiveStream};
 use super::wait::UpstreamWait;
 use crate::clock::Clock;
+use crate::transport::{RespBody, TransportError};
 
 /// An error body is read for at most this long (bounded by the deadline too).
 pub const ERROR_BODY_READ_MS: Millis = 10_000;
@@ -110,8 +111,8 @@ pub async fn attempt_waiting(req: AttemptRequest, wait: &UpstreamWait) -> Attemp
             ..f
         })
     };
-    let builder = match request::build(&req) {
-        Ok(builder) => builder,
+    let request = match request::build(&req) {
+        Ok(request) => request,
         Err(why) => return failed(transport(TransportFailure::ConnectRefused, why.to_owned())),
     };
 
@@ -121,15 +122,17 @@ pub async fn attempt_waiting(req: AttemptRequest, wait: &UpstreamWait) -> Attemp
     let sent = {
         let _waiting = wait.timer();
         match limit {
-            Some(at) => tokio::time::timeout_at(clock.instant_at(at).into(), builder.send())
-                .await
-                .ok(),
-            None => Some(builder.send().await),
+            Some(at) => {
+                tokio::time::timeout_at(clock.instant_at(at).into(), req.conn.client.send(request))
+                    .await
+                    .ok()
+            }
+            None => Some(req.conn.client.send(request).await),
         }
     };
     let mut resp = match sent {
         Some(Ok(resp)) => resp,
-        Some(Err(e)) => return failed(from_reqwest(&e)),
+        Some(Err(e)) => return failed(from_transport(&e)),
         None if req.deadline_ms == limit => {
             return failed(transport(TransportFailure::Timeout, deadline_message()));
         }
@@ -146,7 +149,7 @@ pub async fn attempt_waiting(req: AttemptRequest, wait: &UpstreamWait) -> Attemp
     }
     let is_json = resp
         .headers()
-        .get(reqwest::header::CONTENT_TYPE)
+        .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
     if !req.stream {
@@ -182,28 +185,9 @@ fn deadline_message() -> String {
     "attempt deadline exceeded".to_owned()
 }
 
-/// Maps a reqwest error to a transport failure with a short message (never the URL, which
-/// reqwest's `Display` would include).
-fn from_reqwest(e: &reqwest::Error) -> AttemptFailure {
-    let (kind, message) = if e.is_timeout() {
-        let what = if e.is_connect() {
-            "connect timeout"
-        } else {
-            "upstream timeout"
-        };
-        (TransportFailure::Timeout, what)
-    } else if e.is_connect() {
-        (TransportFailure::ConnectRefused, "connect refused")
-    } else if e.is_builder() {
-        (TransportFailure::ConnectRefused, "invalid upstream request")
-    } else if e.is_body() || e.is_decode() {
-        (
-            TransportFailure::ConnectionReset,
-            "upstream body read failed",
-        )
-    } else {
-        (TransportFailure::ConnectionReset, "connection reset")
-    };
+/// Maps a transport error to a failure with a short message (never the URL).
+fn from_transport(e: &TransportError) -> AttemptFailure {
+    let (kind, message) = e.classify();
     transport(kind, message.to_owned())
 }
 
@@ -219,14 +203,14 @@ fn from_read_stop(stop: ReadStop, what: &str) -> AttemptFailure {
             TransportFailure::IdleTimeout,
             format!("{what} idle for {after_ms} ms"),
         ),
-        ReadStop::Transport(e) => from_reqwest(&e),
+        ReadStop::Transport(e) => from_transport(&e),
     }
 }
 
 /// A non-`2xx` answer: its status, classification headers and (bounded) body. A body read
 /// that fails keeps what arrived; the status is what matters.
 async fn error_status(
-    resp: &mut reqwest::Response,
+    resp: &mut Response<RespBody>,
     req: &AttemptRequest,
     status: u16,
 ) -> AttemptFailure {
@@ -241,7 +225,7 @@ async fn error_status(
     }
 }
 
-async fn read_error_body(resp: &mut reqwest::Response, req: &AttemptRequest) -> String {
+async fn read_error_body(resp: &mut Response<RespBody>, req: &AttemptRequest) -> String {
     let ceiling = req.clock.now().saturating_add(ERROR_BODY_READ_MS);
     let limits = ReadLimits {
         cap: MAX_ERROR_BODY_BYTES,
@@ -249,7 +233,7 @@ async fn read_error_body(resp: &mut reqwest::Response, req: &AttemptRequest) -> 
         until: body::min_opt(Some(ceiling), req.deadline_ms),
         idle_ms: req.watch.idle_ms,
     };
-    let (bytes, _) = body::read_body(resp, limits, &req.clock).await;
+    let (bytes, _) = body::read_body(resp.body_mut(), limits, &req.clock).await;
     body::lossy_prefix(&bytes, MAX_ERROR_BODY_BYTES)
 }
 
@@ -269,7 +253,7 @@ fn in_band(status_headers: Vec<(String, String)>, body: String, message: &str) -
 }
 
 async fn json_success(
-    resp: &mut reqwest::Response,
+    resp: &mut Response<RespBody>,
     req: &AttemptRequest,
     status: u16,
     wait: &UpstreamWait,
@@ -282,7 +266,7 @@ async fn json_success(
     };
     let (bytes, stop) = {
         let _waiting = wait.timer();
-        body::read_body(resp, limits, &req.clock).await
+        body::read_body(resp.body_mut(), limits, &req.clock).await
     };
     if let Some(stop) = stop {
         return Err(AttemptFailure {
@@ -309,7 +293,7 @@ async fn json_success(
 }
 
 async fn json_instead_of_stream(
-    resp: &mut reqwest::Response,
+    resp: &mut Response<RespBody>,
     req: &AttemptRequest,
 ) -> AttemptFailure {
     let kept = headers::for_classification(resp.headers());
@@ -374,7 +358,7 @@ pub(super) fn tap_chunk(
 
 /// Holds the stream back until its first content frame, an error, a watchdog or EOF.
 async fn readiness_gate(
-    resp: reqwest::Response,
+    resp: Response<RespBody>,
     req: &AttemptRequest,
     started: Millis,
 ) -> Result<CommittedStream, AttemptFailure> {
@@ -385,7 +369,7 @@ async fn readiness_gate(
     let client_headers = headers::for_client(resp.headers());
     let quota_headers = headers::for_quota(resp.headers());
     let headers_at = clock.now();
-    let mut upstream: UpstreamBody = Box::pin(resp.bytes_stream());
+    let mut upstream = resp.into_body();
     let mut parser = SseParser::new();
     let mut watch = StreamWatch::new(&req.watch, headers_at);
     let mut prefix: Vec<Bytes> = Vec::new();
@@ -396,7 +380,9 @@ async fn readiness_gate(
         let wake = body::min_opt(watch.next_deadline(now), req.deadline_ms);
         let next = match wake {
             Some(at) => {
-                match tokio::time::timeout_at(clock.instant_at(at).into(), upstream.next()).await {
+                match tokio::time::timeout_at(clock.instant_at(at).into(), upstream.next_chunk())
+                    .await
+                {
                     Ok(next) => next,
                     Err(_) => {
                         let now = clock.now();
@@ -413,14 +399,14 @@ async fn readiness_gate(
                     }
                 }
             }
-            None => upstream.next().await,
+            None => upstream.next_chunk().await,
         };
         let chunk = match next {
             Some(Ok(chunk)) => chunk,
             Some(Err(e)) => {
                 return Err(AttemptFailure {
                     headers: kept,
-                    ..from_reqwest(&e)
+                    ..from_transport(&e)
                 });
             }
             None => {

@@ -14,6 +14,7 @@ use switchyard_shared::Millis;
 use switchyard_shared::sse::{Usage, WireUsage};
 
 use crate::clock::Clock;
+use crate::transport::{RespBody, TransportError};
 
 /// A successful JSON body larger than this fails the attempt.
 pub(super) const MAX_JSON_BODY_BYTES: usize = 64 << 20;
@@ -30,7 +31,7 @@ pub(super) enum ReadStop {
     /// No chunk within the idle gap.
     Idle { after_ms: Millis },
     /// The transport failed.
-    Transport(reqwest::Error),
+    Transport(TransportError),
 }
 
 /// Bounds of one body read.
@@ -48,7 +49,7 @@ pub(super) struct ReadLimits {
 /// Reads `resp`'s body within `limits`; returns what arrived, and why it stopped early if it
 /// did. A single-chunk body is returned without copying.
 pub(super) async fn read_body(
-    resp: &mut reqwest::Response,
+    resp: &mut RespBody,
     limits: ReadLimits,
     clock: &Clock,
 ) -> (Bytes, Option<ReadStop>) {
@@ -61,7 +62,8 @@ pub(super) async fn read_body(
         let wake = min_opt(limits.until, idle_at);
         let next = match wake {
             Some(at) => {
-                match tokio::time::timeout_at(clock.instant_at(at).into(), resp.chunk()).await {
+                match tokio::time::timeout_at(clock.instant_at(at).into(), resp.next_chunk()).await
+                {
                     Ok(next) => next,
                     Err(_) if limits.until.is_some_and(|u| clock.now() >= u) => {
                         break Some(ReadStop::Deadline);
@@ -73,12 +75,12 @@ pub(super) async fn read_body(
                     }
                 }
             }
-            None => resp.chunk().await,
+            None => resp.next_chunk().await,
         };
         let chunk = match next {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break None,
-            Err(e) => break Some(ReadStop::Transport(e)),
+            Some(Ok(chunk)) => chunk,
+            None => break None,
+            Some(Err(e)) => break Some(ReadStop::Transport(e)),
         };
         let room = limits.cap - len;
         let (chunk, over) = if chunk.len() > room {

@@ -8,7 +8,7 @@
 //!   they are converted to actix-web's header types, ready to insert into a response.
 
 use actix_web::http::header::{HeaderName, HeaderValue};
-use reqwest::header::HeaderMap;
+use http::HeaderMap;
 use switchyard_shared::classify::SERVICE_HINT_HEADER;
 
 /// At most this many headers are kept for classification.
@@ -78,7 +78,7 @@ pub(super) fn for_client(headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> 
         .iter()
         .filter(|(name, _)| safe_for_client(name.as_str()))
         .filter_map(|(name, value)| {
-            // actix-web and reqwest use different `http` crate versions; convert by bytes.
+            // actix-web and hyper use different `http` crate versions; convert by bytes.
             let name = HeaderName::from_bytes(name.as_str().as_bytes()).ok()?;
             let value = HeaderValue::from_bytes(value.as_bytes()).ok()?;
             Some((name, value))

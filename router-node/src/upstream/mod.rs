@@ -23,7 +23,6 @@
 mod after_commit;
 mod attempt;
 mod body;
-pub mod client;
 mod headers;
 mod request;
 mod stream;

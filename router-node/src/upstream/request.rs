@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
-use reqwest::header::{self as rh, HeaderMap};
+use http::header::{self as rh, HeaderMap};
+use http::{Method, Request};
 use switchyard_shared::Millis;
 use switchyard_shared::config::{ProviderFormat, ProviderTimeouts};
 use switchyard_shared::sse::{ThroughputSettings, WatchConfig};
@@ -76,8 +77,9 @@ fn is_reserved(name: &str) -> bool {
     ) || name.starts_with("x-switchyard-")
 }
 
-/// The request, ready to send; `Err` carries a short reason when it cannot be built.
-pub(super) fn build(req: &AttemptRequest) -> Result<reqwest::RequestBuilder, &'static str> {
+/// The request, ready to send; `Err` carries a short reason when it cannot be built. The URI
+/// is the provider's pre-parsed endpoint (cloning it only bumps reference counts).
+pub(super) fn build(req: &AttemptRequest) -> Result<Request<Bytes>, &'static str> {
     let config = &req.provider.config;
     let mut headers = HeaderMap::with_capacity(req.forward_headers.len() + 4);
     headers.insert(
@@ -96,7 +98,7 @@ pub(super) fn build(req: &AttemptRequest) -> Result<reqwest::RequestBuilder, &'s
         if is_reserved(name.as_str()) {
             continue;
         }
-        // actix-web and reqwest use different `http` crate versions; convert by bytes.
+        // actix-web and hyper use different `http` crate versions; convert by bytes.
         let (Ok(name), Ok(value)) = (
             rh::HeaderName::from_bytes(name.as_str().as_bytes()),
             rh::HeaderValue::from_bytes(value.as_bytes()),
@@ -126,12 +128,16 @@ pub(super) fn build(req: &AttemptRequest) -> Result<reqwest::RequestBuilder, &'s
                 .or_insert(rh::HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
         }
     }
-    let builder = match req.provider.endpoint(req.client_format) {
-        Some(url) => req.conn.client.post(url.clone()),
-        None => req
-            .conn
-            .client
-            .post(endpoint_url(&config.base_url, req.client_format)),
+    let uri = match req.provider.endpoint(req.client_format) {
+        Some(uri) => uri.clone(),
+        None => {
+            crate::transport::parse_endpoint(&endpoint_url(&config.base_url, req.client_format))
+                .ok_or("the provider's base URL is not an absolute http(s) URL")?
+        }
     };
-    Ok(builder.headers(headers).body(req.body.clone()))
+    let mut request = Request::new(req.body.clone());
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    Ok(request)
 }

@@ -42,12 +42,10 @@ use tokio::time::Sleep;
 use super::attempt::{abort_transport, tap_chunk};
 use super::body::min_opt;
 use crate::clock::Clock;
+use crate::transport::{RespBody, TransportError};
 
 /// The default silence after which a keep-alive frame is written (the reference's 15 s).
 pub const DEFAULT_HEARTBEAT_INTERVAL_MS: Millis = 15_000;
-
-/// The upstream body as the tap reads it.
-pub(super) type UpstreamBody = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 /// How a committed stream ended; given to the `on_finish` callback exactly once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,7 +84,7 @@ pub(super) struct LiveStream {
     pub clock: Clock,
     /// When the attempt started (node clock).
     pub started: Millis,
-    pub upstream: UpstreamBody,
+    pub upstream: RespBody,
     pub parser: SseParser,
     pub watch: StreamWatch,
 }
@@ -251,7 +249,7 @@ impl Tail {
 struct CommittedBody {
     prefix: VecDeque<Bytes>,
     /// `None` once the upstream ended or was abandoned (dropping it cancels the request).
-    upstream: Option<UpstreamBody>,
+    upstream: Option<RespBody>,
     parser: SseParser,
     watch: StreamWatch,
     format: Format,
@@ -297,11 +295,10 @@ impl CommittedBody {
         self.fail(abort.error_event(self.format));
     }
 
-    fn read_failed(&mut self, e: &reqwest::Error) {
-        let kind = if e.is_timeout() {
-            TransportFailure::Timeout
-        } else {
-            TransportFailure::ConnectionReset
+    fn read_failed(&mut self, e: &TransportError) {
+        let kind = match e.classify().0 {
+            TransportFailure::Timeout => TransportFailure::Timeout,
+            _ => TransportFailure::ConnectionReset,
         };
         self.end.transport = Some(kind);
         self.end.upstream_error = Some("upstream stream read failed".to_owned());
@@ -390,7 +387,7 @@ impl Stream for CommittedBody {
                 this.ending = true;
                 continue;
             };
-            match upstream.as_mut().poll_next(cx) {
+            match upstream.poll_chunk(cx) {
                 Poll::Ready(Some(Ok(chunk))) => {
                     if chunk.is_empty() {
                         continue;

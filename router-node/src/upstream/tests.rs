@@ -195,7 +195,7 @@ fn handles(
         provider: "p".into(),
         ..ConnectionConfig::default()
     };
-    let client = client::build_client(&timeouts).unwrap();
+    let client = crate::transport::build_client(&timeouts).unwrap();
     let conn = ConnHandle::new(
         0,
         0,

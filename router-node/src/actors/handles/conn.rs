@@ -26,6 +26,7 @@ use crate::actors::ConnectionActor;
 use crate::counters::CooldownCounts;
 use crate::state::gate::Gate;
 use crate::state::queue::RequestQueue;
+use crate::transport::UpstreamClient;
 
 /// Everything the hot path needs to know about a connection's resilience state.
 #[derive(Debug, Clone, Default)]
@@ -85,7 +86,7 @@ pub struct ConnHandle {
     /// The request queue (rate limit protection), used when enabled.
     pub queue: RequestQueue,
     /// The provider's pooled upstream client (a cheap handle shared by its connections).
-    pub client: reqwest::Client,
+    pub client: UpstreamClient,
     /// The upstream credential, if the provider needs one. Never logged.
     pub api_key: Option<String>,
     /// The current actor (replaced when the supervisor restarts it).
@@ -105,7 +106,7 @@ impl ConnHandle {
         idx: usize,
         provider_idx: usize,
         config: ConnectionConfig,
-        client: reqwest::Client,
+        client: UpstreamClient,
         api_key: Option<String>,
         queue: RequestQueue,
     ) -> Self {

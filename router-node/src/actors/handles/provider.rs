@@ -108,9 +108,9 @@ pub struct ProviderHandle {
     pub actor: BreakerSlot,
     /// Breaker transitions so far (exported as `switchyard_breaker_transitions_total`).
     pub transitions: TransitionCounts,
-    /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URL
-    /// instead of parsing one.
-    endpoints: [Option<reqwest::Url>; 3],
+    /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URI
+    /// (reference counts only) instead of parsing one.
+    endpoints: [Option<http::Uri>; 3],
     /// The quota preflight's thresholds for this provider's connections; `None` when
     /// `[quota_preflight]` is off.
     pub quota_preflight: Option<Thresholds>,
@@ -126,7 +126,7 @@ impl ProviderHandle {
             ClientFormat::OpenAiResponses,
             ClientFormat::Anthropic,
         ]
-        .map(|f| reqwest::Url::parse(&endpoint_url(&config.base_url, f)).ok());
+        .map(|f| crate::transport::parse_endpoint(&endpoint_url(&config.base_url, f)));
         Self {
             idx,
             id: Arc::from(config.id.as_str()),
@@ -184,7 +184,7 @@ impl ProviderHandle {
     }
 
     /// The parsed upstream endpoint for a client format (`None` if the base URL is invalid).
-    pub fn endpoint(&self, format: ClientFormat) -> Option<&reqwest::Url> {
+    pub fn endpoint(&self, format: ClientFormat) -> Option<&http::Uri> {
         let i = match format {
             ClientFormat::OpenAiChat => 0,
             ClientFormat::OpenAiResponses => 1,

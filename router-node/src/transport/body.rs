@@ -1,0 +1,128 @@
+//! The upstream response body and transport errors, whichever client carried the request.
+//!
+//! Why a module: the attempt and the committed stream read bodies chunk by chunk and
+//! classify failures the same way for the direct hyper client and the proxied reqwest one.
+//! The body is a plain enum, polled in place: no boxing per response or per chunk.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Incoming};
+use switchyard_shared::classify::TransportFailure;
+
+/// A response body from the upstream.
+#[derive(Debug)]
+pub enum RespBody {
+    /// From the direct (hyper) client.
+    Direct(Incoming),
+    /// From the reqwest client used behind a proxy.
+    Proxied(reqwest::Body),
+}
+
+impl RespBody {
+    /// The next data chunk; `None` at the end. Trailers are skipped.
+    pub fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, TransportError>>> {
+        loop {
+            let frame = match self {
+                Self::Direct(body) => match Pin::new(body).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => frame,
+                    Poll::Ready(Some(Err(e))) => {
+                        return Poll::Ready(Some(Err(TransportError::Body(e))));
+                    }
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                },
+                Self::Proxied(body) => match Pin::new(body).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => frame,
+                    Poll::Ready(Some(Err(e))) => {
+                        return Poll::Ready(Some(Err(TransportError::Proxied(e))));
+                    }
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                },
+            };
+            if let Ok(data) = frame.into_data() {
+                return Poll::Ready(Some(Ok(data)));
+            }
+        }
+    }
+
+    /// The next data chunk; `None` at the end.
+    pub async fn next_chunk(&mut self) -> Option<Result<Bytes, TransportError>> {
+        poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+}
+
+/// A failure on the wire, before or after the response head.
+#[derive(Debug)]
+pub enum TransportError {
+    /// The direct client could not send the request or read the head.
+    Send(hyper_util::client::legacy::Error),
+    /// The direct client's body read failed.
+    Body(hyper::Error),
+    /// Anything from the proxied client.
+    Proxied(reqwest::Error),
+}
+
+impl TransportError {
+    /// The failure in classification terms, with a short message (never the URL).
+    pub fn classify(&self) -> (TransportFailure, &'static str) {
+        match self {
+            Self::Send(e) if e.is_connect() && timed_out(e) => {
+                (TransportFailure::Timeout, "connect timeout")
+            }
+            Self::Send(e) if e.is_connect() => {
+                (TransportFailure::ConnectRefused, "connect refused")
+            }
+            Self::Send(_) => (TransportFailure::ConnectionReset, "connection reset"),
+            Self::Body(e) if e.is_timeout() => (TransportFailure::Timeout, "upstream timeout"),
+            Self::Body(_) => (
+                TransportFailure::ConnectionReset,
+                "upstream body read failed",
+            ),
+            Self::Proxied(e) => classify_reqwest(e),
+        }
+    }
+}
+
+/// Whether an I/O timeout is somewhere in `e`'s chain (the connector's connect timeout).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(err) = cause {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
+fn classify_reqwest(e: &reqwest::Error) -> (TransportFailure, &'static str) {
+    if e.is_timeout() {
+        let what = if e.is_connect() {
+            "connect timeout"
+        } else {
+            "upstream timeout"
+        };
+        (TransportFailure::Timeout, what)
+    } else if e.is_connect() {
+        (TransportFailure::ConnectRefused, "connect refused")
+    } else if e.is_builder() {
+        (TransportFailure::ConnectRefused, "invalid upstream request")
+    } else if e.is_body() || e.is_decode() {
+        (
+            TransportFailure::ConnectionReset,
+            "upstream body read failed",
+        )
+    } else {
+        (TransportFailure::ConnectionReset, "connection reset")
+    }
+}

@@ -1,0 +1,11 @@
+//! The HTTP client the node talks to providers with, and what its responses are made of.
+//!
+//! Why a module of its own, at the bottom: the connection handles (`actors`) hold a client
+//! and the provider handles a pre-parsed endpoint, while the attempt (`upstream`) and the
+//! token-count forwarder (`http`) send with them. This module knows nothing of the node.
+
+mod body;
+mod client;
+
+pub use body::{RespBody, TransportError};
+pub use client::{BuildError, UpstreamClient, build_client, parse_endpoint};
