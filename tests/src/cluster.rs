@@ -142,6 +142,19 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The sum of every series of the metric `name` (all label sets), `None` when it has none.
+pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
 /// The `/metrics` text of a node's admin listener.
 pub fn metrics_text(admin: SocketAddr) -> String {
     http_get(admin, "/metrics")
@@ -160,6 +173,13 @@ mod tests {
         assert!(c.contains("mode = \"redis\""));
         let c = node_config("n2", "[auth]\n");
         assert!(c.starts_with("[server]\nnode_id = \"n2\""));
+    }
+
+    #[test]
+    fn a_metric_sum_adds_every_label_set_of_that_name_only() {
+        let text = "# HELP x\nfoo_total{kind=\"a\"} 3\nfoo_total{kind=\"b\"} 4\nfoo_totals 9\n";
+        assert_eq!(metric_sum(text, "foo_total"), Some(7.0));
+        assert_eq!(metric_sum(text, "bar_total"), None);
     }
 
     #[test]

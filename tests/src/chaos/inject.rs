@@ -11,7 +11,7 @@ use super::load::Load;
 use super::observe::epoch_ms;
 use super::report::Check;
 use super::topology::{NODES, PARTITIONED_NODE, Topology};
-use crate::cluster::{cluster_degraded, metric, metrics_text};
+use crate::cluster::{cluster_degraded, metric_sum, metrics_text};
 use crate::harness::http_get_status;
 
 /// How long after Redis returns (or a partition heals) a node may still act on stale state:
@@ -162,7 +162,7 @@ async fn resyncs(admins: &[(usize, SocketAddr)]) -> Vec<Option<f64>> {
     tokio::task::spawn_blocking(move || {
         admins
             .iter()
-            .map(|(_, a)| metric(&metrics_text(*a), "switchyard_cluster_resyncs_total"))
+            .map(|(_, a)| metric_sum(&metrics_text(*a), "switchyard_cluster_resyncs_total"))
             .collect()
     })
     .await
@@ -183,7 +183,7 @@ async fn resubscribed(admins: &[(usize, SocketAddr)], before: &[Option<f64>]) ->
                 .iter()
                 .zip(&before)
                 .filter(|((_, a), b)| {
-                    let now = metric(&metrics_text(*a), "switchyard_cluster_resyncs_total");
+                    let now = metric_sum(&metrics_text(*a), "switchyard_cluster_resyncs_total");
                     let resynced = matches!((now, b), (Some(n), Some(b)) if n > *b);
                     !resynced || cluster_degraded(*a)
                 })
