@@ -247,6 +247,21 @@ def check_config_round_trip(c: Checks, chart: helm.Chart, repo: Path, node_bin: 
     )
     node_check(c, node_bin, cm["data"]["switchyard.toml"], "round trip")
 
+    # Every key beyond the contract (extensions.toml shows them all) can be set through the
+    # chart's values and reaches the node unchanged.
+    extensions = tomllib.loads((repo / "deploy/examples/extensions.toml").read_text())
+    ext_values = copy.deepcopy(extensions)
+    ext_values["auth"].pop("management_key_env", None)
+    ext_docs = render(chart, {"config": ext_values})
+    ext_cm = find(manifests(ext_docs), "ConfigMap", "-config")[0]
+    ext_rendered = tomllib.loads(ext_cm["data"]["switchyard.toml"])
+    for section in sorted(set(extensions) - {"server", "auth"}):
+        c.check(
+            ext_rendered.get(section) == extensions[section],
+            f"round trip: [{section}] of extensions.toml survives values -> TOML",
+        )
+    node_check(c, node_bin, ext_cm["data"]["switchyard.toml"], "extensions round trip")
+
     # A config change changes the checksum that rolls the pods.
     other = copy.deepcopy(config)
     other["providers"][0]["models"] = ["gpt-4o-mini"]
