@@ -5,9 +5,16 @@
 //! the last events (bounded), so the health document can list each provider's last transitions
 //! and the dashboard a short event log. Pub/sub is at-most-once, so this is a best-effort view;
 //! the state itself always comes from the keys.
+//!
+//! The subscriber keeps reconnecting to the server it was built for. After a Sentinel failover
+//! that is the old master, after a Redis Cluster node loss possibly a dead node; so while the
+//! subscription is lost on such a topology the feed builds its subscriber again from
+//! [`RedisStore::pubsub_client`] (the master the sentinel names now, the next reachable node),
+//! with a bounded back-off, as the node's sync task does.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
 use switchyard_shared::store::{RedisStore, Subscriber, SubscriberEvent};
@@ -17,6 +24,12 @@ use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
 pub const MAX_EVENTS: usize = 100;
 /// Transitions kept per provider.
 pub const MAX_TRANSITIONS: usize = 5;
+/// Messages the subscriber buffers for the feed.
+const EVENT_BUFFER: usize = 1024;
+/// How long a lost subscription may stay lost before the subscriber is built again; doubled
+/// per rebuild that did not connect, up to [`REBUILD_MAX`].
+const REBUILD_MIN: Duration = Duration::from_secs(1);
+const REBUILD_MAX: Duration = Duration::from_secs(8);
 
 /// One received event, flattened for JSON.
 #[derive(Debug, Clone, Serialize)]
@@ -122,24 +135,56 @@ impl Feed {
     }
 
     /// Subscribes to the events channel and records messages until the task is dropped.
-    pub fn spawn(self: &std::sync::Arc<Self>, store: &RedisStore) -> tokio::task::JoinHandle<()> {
-        let (mut rx, handle) =
-            Subscriber::spawn(store.client().clone(), store.keys().events_channel(), 1024);
-        let feed = std::sync::Arc::clone(self);
-        tokio::spawn(async move {
-            // Keeps the subscriber alive as long as this task runs.
-            let _handle = handle;
-            while let Some(event) = rx.recv().await {
-                match event {
-                    SubscriberEvent::Connected => feed.set_connected(true),
-                    SubscriberEvent::Disconnected => feed.set_connected(false),
-                    SubscriberEvent::Message(bytes) => {
-                        feed.record(&bytes, crate::read::epoch_ms());
+    pub fn spawn(self: &Arc<Self>, store: &Arc<RedisStore>) -> tokio::task::JoinHandle<()> {
+        let feed = Arc::clone(self);
+        let store = Arc::clone(store);
+        tokio::spawn(async move { feed.follow(&store).await })
+    }
+
+    /// Records the channel's messages; on a topology whose server can move, builds the
+    /// subscriber again while its subscription stays lost.
+    async fn follow(&self, store: &RedisStore) {
+        let channel = store.keys().events_channel();
+        // In sentinel mode the client must name the current master, so it is resolved first.
+        // The handle stops its subscriber when dropped (replaced by a rebuild, or on return).
+        let (mut rx, mut _handle) =
+            Subscriber::spawn(store.pubsub_client().await, channel.clone(), EVENT_BUFFER);
+        let mut rebuild_after = REBUILD_MIN;
+        loop {
+            let lost = !self.connected() && store.pubsub_server_moves();
+            let event = if lost {
+                match tokio::time::timeout(rebuild_after, rx.recv()).await {
+                    Ok(event) => event,
+                    Err(_) => {
+                        // Still not subscribed: build it again for the server named now.
+                        (rx, _handle) = Subscriber::spawn(
+                            store.pubsub_client().await,
+                            channel.clone(),
+                            EVENT_BUFFER,
+                        );
+                        rebuild_after = next_rebuild_delay(rebuild_after);
+                        continue;
                     }
                 }
+            } else {
+                rx.recv().await
+            };
+            let Some(event) = event else { return };
+            match event {
+                SubscriberEvent::Connected => {
+                    self.set_connected(true);
+                    rebuild_after = REBUILD_MIN;
+                }
+                SubscriberEvent::Disconnected => self.set_connected(false),
+                SubscriberEvent::Message(bytes) => self.record(&bytes, crate::read::epoch_ms()),
             }
-        })
+        }
     }
+}
+
+/// The wait before the next rebuild after one that did not connect: doubled, bounded.
+fn next_rebuild_delay(current: Duration) -> Duration {
+    current.saturating_mul(2).min(REBUILD_MAX)
 }
 
 fn summary(event: &WireEvent) -> String {
@@ -181,6 +226,19 @@ fn summary(event: &WireEvent) -> String {
 mod tests {
     use super::*;
     use switchyard_shared::wire::Envelope;
+
+    #[test]
+    fn rebuilds_back_off_to_a_bound() {
+        let mut d = REBUILD_MIN;
+        let mut seen = vec![d];
+        for _ in 0..6 {
+            d = next_rebuild_delay(d);
+            seen.push(d);
+        }
+        assert_eq!(seen[1], REBUILD_MIN * 2);
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*seen.last().unwrap(), REBUILD_MAX);
+    }
 
     #[test]
     fn transitions_are_bounded_and_garbage_is_counted() {

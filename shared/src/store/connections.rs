@@ -153,7 +153,7 @@ impl RedisStore {
         let log = self.keys().changelog();
         let conn = w.conn.to_owned();
         let reply: Value = self
-            .run(CMD, |mut con| async move {
+            .run_replicated(CMD, |mut con| async move {
                 EXTEND
                     .key(key)
                     .key(log)
@@ -289,7 +289,7 @@ impl RedisStore {
         let arg = arg.map(str::to_owned);
         let id = conn.to_owned();
         let reply: Value = self
-            .run(command, |mut con| async move {
+            .run_replicated(command, |mut con| async move {
                 let mut inv = script.key(key);
                 inv.key(log);
                 if let Some(arg) = arg {

@@ -4,7 +4,12 @@
 //! one carries bulk reads ([`RedisStore::run_bulk`]: the resync's scans), so a pipeline of
 //! hundreds of reads never sits ahead of a lease fence or a bucket take on the same socket;
 //! pub/sub uses its own connection (see the subscriber). The bulk connection is made on its
-//! first use. [`RedisStore::run`] is the only way to reach
+//! first use. In Sentinel and Cluster mode a third one carries the connection-record writes
+//! that are followed by `WAIT` ([`RedisStore::run_replicated`]): `WAIT` blocks the connection
+//! it is sent on, for up to half the timeout when no replica answers (after a failover the
+//! promoted master has none), and it must be sent on the connection that made the writes. On
+//! its own lane it holds up neither the request path's commands nor the resync's reads.
+//! [`RedisStore::run`] and its lane variants are the only way to reach
 //! Redis: it skips the call while the health tracker says Redis is down, bounds it by the
 //! per-command timeout, feeds the result back into the tracker and reports it to the
 //! [`StoreObserver`] (metrics). So no caller can wait on Redis for longer than the timeout.
@@ -94,6 +99,8 @@ pub struct RedisStore {
     manager: Mutex<Option<StoreConnection>>,
     /// The bulk lane's connection, the same way.
     bulk: Mutex<Option<StoreConnection>>,
+    /// The write lane's connection (Sentinel and Cluster mode only), the same way.
+    write: Mutex<Option<StoreConnection>>,
     manager_config: redis::aio::ConnectionManagerConfig,
     topology: Topology,
     keys: KeySpace,
@@ -150,6 +157,7 @@ impl RedisStore {
         let manager = lazy()?;
         let bulk = lazy()?;
         Ok(Self {
+            write: Mutex::new(None),
             client: Mutex::new(client),
             manager: Mutex::new(manager),
             bulk: Mutex::new(bulk),
@@ -250,6 +258,26 @@ impl RedisStore {
         self.run_on(Lane::Bulk, command, f).await
     }
 
+    /// [`RedisStore::run`] for a write that [`RedisStore::replicate`] follows: in Sentinel and
+    /// Cluster mode on the write lane, which `replicate` waits on, so its `WAIT` never blocks
+    /// the connection the request path uses. With a single server nothing waits, and the
+    /// write stays on the request lane (no third connection).
+    pub(crate) async fn run_replicated<T, F, Fut>(
+        &self,
+        command: &'static str,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(StoreConnection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let lane = match self.topology {
+            Topology::Server => Lane::Request,
+            Topology::Sentinel(_) | Topology::Cluster { .. } => Lane::Write,
+        };
+        self.run_on(lane, command, f).await
+    }
+
     async fn run_on<T, F, Fut>(
         &self,
         lane: Lane,
@@ -303,6 +331,7 @@ impl RedisStore {
         match lane {
             Lane::Request => &self.manager,
             Lane::Bulk => &self.bulk,
+            Lane::Write => &self.write,
         }
     }
 
@@ -344,21 +373,21 @@ impl RedisStore {
         }
     }
 
-    /// Forgets both lanes' connections (sentinel mode: the master may have moved; cluster
+    /// Forgets every lane's connection (sentinel mode: the master may have moved; cluster
     /// mode: start again from the seeds).
     fn forget_connections(&self) {
-        if let Ok(mut m) = self.manager.lock() {
-            *m = None;
-        }
-        if let Ok(mut b) = self.bulk.lock() {
-            *b = None;
+        for slot in [&self.manager, &self.bulk, &self.write] {
+            if let Ok(mut m) = slot.lock() {
+                *m = None;
+            }
         }
     }
 
     /// In sentinel and cluster mode, waits (bounded by half the command timeout) until a
-    /// replica has every write made so far on this connection, so a failover right after
-    /// keeps them (in cluster mode `WAIT` goes to the install's master, which took them).
-    /// Best effort: an error or a lagging replica is not the write's failure.
+    /// replica has every write made so far on the write lane (see
+    /// [`RedisStore::run_replicated`]), so a failover right after keeps them (in cluster mode
+    /// `WAIT` goes to the install's master, which took them). Best effort: an error or a
+    /// lagging replica is not the write's failure.
     pub(crate) async fn replicate(&self) {
         if matches!(self.topology, Topology::Server) {
             return;
@@ -367,7 +396,7 @@ impl RedisStore {
             .unwrap_or(0)
             .max(1);
         let _: Result<i64, StoreError> = self
-            .run("wait", |mut con| async move {
+            .run_on(Lane::Write, "wait", |mut con| async move {
                 redis::cmd("WAIT")
                     .arg(1)
                     .arg(wait_ms)
@@ -422,6 +451,8 @@ enum Lane {
     Request,
     /// The resync's scans.
     Bulk,
+    /// Connection-record writes and the `WAIT` after them (Sentinel and Cluster mode).
+    Write,
 }
 
 /// Client errors may quote the URL; never let a password in it reach a log. The password is

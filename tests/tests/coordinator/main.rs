@@ -8,6 +8,7 @@ mod support;
 
 mod actions;
 mod browser;
+mod feed_failover;
 mod health;
 mod leader;
 mod openapi;

@@ -13,3 +13,4 @@ mod resync_reads;
 mod state;
 mod topologies;
 mod versions;
+mod wait_lane;
