@@ -375,3 +375,40 @@ async fn lockouts_leases_and_settings() {
         "{seen:?}"
     );
 }
+
+/// Two settings patches of different fields sent to the coordinator at the same moment both
+/// survive: each is a compare-and-set on the stored version, merged again on a conflict, not a
+/// read-merge-write that overwrites whatever landed in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_settings_patches_through_the_coordinator_all_survive() {
+    let redis = RedisServer::start().unwrap();
+    let s = store(&redis.url());
+    let co = Coordinator::start(&config(&redis.url(), 2, 2, ""), &[]);
+    for round in 0..20u64 {
+        let (apikey, oauth) = (10 + round, 40 + round);
+        let (a, b) = tokio::join!(
+            co.call(
+                "PATCH",
+                "/api/cluster/settings",
+                Some(json!({"provider_breaker": {"apikey": {"failure_threshold": apikey}}})),
+            ),
+            co.call(
+                "PATCH",
+                "/api/cluster/settings",
+                Some(json!({"provider_breaker": {"oauth": {"failure_threshold": oauth}}})),
+            ),
+        );
+        assert_eq!((a.0, b.0), (200, 200), "round {round}: {} / {}", a.1, b.1);
+        let (_, doc) = s.settings_read().await.unwrap().unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let breaker = &doc["provider_breaker"];
+        assert_eq!(
+            (
+                breaker["apikey"]["failure_threshold"].as_u64(),
+                breaker["oauth"]["failure_threshold"].as_u64()
+            ),
+            (Some(apikey), Some(oauth)),
+            "round {round}: a concurrent patch was lost: {doc}"
+        );
+    }
+}
