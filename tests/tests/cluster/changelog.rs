@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use crate::heal::{counted, resyncs, signal};
 use crate::support::{STATE_DEADLINE, eventually};
-use crate::sync::{body, chat, client, key_env, store};
+use crate::sync::{chat, client, start_nodes, store};
 use serde_json::json;
 use switchyard_shared::store::RedisStore;
-use switchyard_tests::cluster::{MGMT_KEY, TestCluster};
+use switchyard_tests::cluster::MGMT_KEY;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 
 /// The node's periodic resync interval (`cluster_sync::sync::RECONCILE_INTERVAL`).
@@ -46,19 +46,7 @@ async fn log_entries(shared: &RedisStore) -> Vec<(String, u64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_offset_was_trimmed_scans_and_converges() {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    let body = body(&mock, 2);
-    let env = key_env(2);
-    let cluster = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let c = TestCluster::start(2, &body, &env).expect("start the cluster");
-        assert!(
-            c.wait_synced(Duration::from_secs(15)),
-            "nodes did not subscribe"
-        );
-        c
-    })
-    .await
-    .unwrap();
+    let cluster = start_nodes(2, &mock, 2, &[]).await;
     let http = client();
     let [a, b] = [&cluster.nodes[0], &cluster.nodes[1]];
     let shared = store(&cluster.redis.url());

@@ -10,9 +10,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::{STATE_DEADLINE, eventually};
-use crate::sync::{body, chat, client, health, key_env, store};
+use crate::sync::{chat, client, health, start_nodes, store};
 use serde_json::{Value, json};
-use switchyard_tests::cluster::{MGMT_KEY, TestCluster, metric, metrics_text};
+use switchyard_tests::cluster::{MGMT_KEY, metric, metrics_text};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 
@@ -60,19 +60,7 @@ struct Case {
 /// again within one resync interval.
 async fn missed_action_heals(case: Case) {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    let body = body(&mock, 2);
-    let env = key_env(2);
-    let cluster = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let c = TestCluster::start(2, &body, &env).expect("start the cluster");
-        assert!(
-            c.wait_synced(Duration::from_secs(15)),
-            "nodes did not subscribe"
-        );
-        c
-    })
-    .await
-    .unwrap();
+    let cluster = start_nodes(2, &mock, 2, &[]).await;
     let http = client();
     let [a, b] = [&cluster.nodes[0], &cluster.nodes[1]];
 

@@ -8,9 +8,8 @@
 use std::time::{Duration, Instant};
 
 use crate::support::eventually;
-use crate::sync::{body, key_env, store};
+use crate::sync::{start_nodes, store};
 use switchyard_shared::store::RedisStore;
-use switchyard_tests::cluster::TestCluster;
 use switchyard_tests::mock_upstream::{MockConfig, MockUpstream};
 
 /// `node_ttl_ms` of the test cluster table.
@@ -39,16 +38,7 @@ async fn has_key(shared: &RedisStore, key: String) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_node_id_outlives_its_heartbeat_by_node_ttl_then_is_pruned() {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    let body = body(&mock, 1);
-    let env = key_env(1);
-    let cluster = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let c = TestCluster::start(2, &body, &env).expect("cluster");
-        assert!(c.wait_synced(Duration::from_secs(15)), "not subscribed");
-        c
-    })
-    .await
-    .unwrap();
+    let cluster = start_nodes(2, &mock, 1, &[]).await;
     let shared = store(&cluster.redis.url());
     assert!(
         eventually(Duration::from_secs(5), || async {

@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::support::{STATE_DEADLINE, eventually};
-use crate::sync::{body, client, key_env, store};
-use switchyard_tests::cluster::{MGMT_KEY, TestCluster};
+use crate::sync::{client, start_nodes, store};
+use switchyard_tests::cluster::MGMT_KEY;
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{MockConfig, MockUpstream};
 
@@ -37,19 +35,7 @@ fn thresholds(doc: &Value) -> (Option<u64>, Option<u64>) {
 async fn concurrent_patches_of_different_fields_on_two_nodes_both_survive() {
     const ROUNDS: u64 = 10;
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    let body = body(&mock, 1);
-    let env = key_env(1);
-    let cluster = tokio::task::spawn_blocking(move || {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let c = TestCluster::start(2, &body, &env).expect("start the cluster");
-        assert!(
-            c.wait_synced(Duration::from_secs(15)),
-            "nodes did not subscribe"
-        );
-        c
-    })
-    .await
-    .unwrap();
+    let cluster = start_nodes(2, &mock, 1, &[]).await;
     let http = client();
     let [a, b] = [&cluster.nodes[0], &cluster.nodes[1]];
     let shared = store(&cluster.redis.url());

@@ -35,6 +35,16 @@ pub(crate) fn key_env(n: usize) -> Vec<(String, String)> {
 }
 
 async fn start_cluster(mock: &MockHandle, conns: usize, extra_env: &[(&str, &str)]) -> TestCluster {
+    start_nodes(3, mock, conns, extra_env).await
+}
+
+/// `nodes` real nodes over [`body`]`(mock, conns)` with its keys, started and subscribed.
+pub(crate) async fn start_nodes(
+    nodes: usize,
+    mock: &MockHandle,
+    conns: usize,
+    extra_env: &[(&str, &str)],
+) -> TestCluster {
     let body = body(mock, conns);
     let mut env = key_env(conns);
     env.extend(
@@ -44,7 +54,7 @@ async fn start_cluster(mock: &MockHandle, conns: usize, extra_env: &[(&str, &str
     );
     tokio::task::spawn_blocking(move || {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let cluster = TestCluster::start(3, &body, &env).expect("start the cluster");
+        let cluster = TestCluster::start(nodes, &body, &env).expect("start the cluster");
         assert!(
             cluster.wait_synced(Duration::from_secs(15)),
             "nodes did not subscribe; log of node-0:\n{}",
