@@ -47,6 +47,15 @@ fn provider_fields_are_checked() {
     assert_error(&errors, "providers[0].models[2]", "listed twice");
     assert_error(&errors, "providers[0].timeouts.connect_ms", "above 0");
     assert_error(&errors, "providers[0].cost_per_1k_tokens", "non-negative");
+
+    let mut config = base();
+    config.providers[0].base_url = "https://user:secret@api.example.com/v1".into();
+    assert_error(&invalid(&config), "providers[0].base_url", "credentials");
+    config.providers[0].base_url = "https://api.example.com/v1/a@b".into();
+    assert!(
+        config.validate().is_ok(),
+        "an @ in the path is not a credential"
+    );
 }
 
 #[test]

@@ -39,6 +39,13 @@ fn provider_rules(provider: &ProviderConfig, path: &str, errors: &mut Collector)
             format!("{path}.base_url"),
             "must start with http:// or https://",
         );
+    } else if url_has_credentials(&provider.base_url) {
+        // The upstream client sends no credentials taken from a URL; they belong in the
+        // connection's api_key_env, so a URL carrying them is refused at load, not at dispatch.
+        errors.push(
+            format!("{path}.base_url"),
+            "must not carry user:password@ credentials; put the key in a connection's api_key_env",
+        );
     }
     let mut models = HashSet::new();
     for (index, model) in provider.models.iter().enumerate() {
@@ -320,4 +327,11 @@ fn is_provider_id(value: &str) -> bool {
 /// The reference's combo-name alphabet.
 fn is_combo_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '.' | '-' | '[' | ']' | ' ')
+}
+
+/// Whether an `http(s)://` URL names credentials (`user[:password]@`) before its host.
+fn url_has_credentials(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.contains('@')
 }
