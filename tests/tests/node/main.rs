@@ -21,6 +21,7 @@ mod degraded_decay;
 mod demo;
 mod docs_truth;
 mod egress_lock;
+mod egress_proxy;
 mod error_corpus_replay;
 mod error_effects_table;
 mod error_semantics;
