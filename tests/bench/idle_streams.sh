@@ -3,7 +3,7 @@
 # got their first event and then wait, as a coding agent's do.
 #
 #   tests/bench/idle_streams.sh [--steps 1000,5000,10000] [--node-bin FILE] [--hold-s S]
-#                               [--settle S] [--node-env VAR=VALUE]... [--out DIR]
+#                               [--settle S] [--node-env VAR=VALUE]... [--keepalive] [--out DIR]
 #
 # The mock upstream answers every stream with its first content chunk at once and the next
 # one only after --hold-s seconds (default 600: `--chunks 2 --chunk-delay-ms`), so the streams
@@ -15,7 +15,9 @@
 #
 # The node holds two sockets per stream (client and upstream), so N is capped to fit the
 # open-file limit, which the script raises to the hard limit. --node-env passes variables to
-# the node (for A/B runs of allocator settings). Every process started here is stopped by
+# the node (for A/B runs of allocator settings). --keepalive holds idle keep-alive
+# connections that made one `GET /v1/models` instead of streams: the HTTP server's own share
+# of a stream's memory, with no upstream connection. Every process started here is stopped by
 # its PID on exit. Results: DIR (default results/idle-TIMESTAMP): streams.json and table.md.
 set -euo pipefail
 export LC_ALL=C
@@ -30,6 +32,7 @@ STEPS=1000,5000,10000
 HOLD_S=600
 SETTLE=3
 NODE_ENV=()
+KEEPALIVE=()
 OUT=""
 while (($#)); do
 	case "$1" in
@@ -38,9 +41,10 @@ while (($#)); do
 	--hold-s) HOLD_S=$2; shift ;;
 	--settle) SETTLE=$2; shift ;;
 	--node-env) NODE_ENV+=("$2"); shift ;;
+	--keepalive) KEEPALIVE=(--keepalive) ;;
 	--out) OUT=$2; shift ;;
-	-h | --help) sed -n 2,19p "$0"; exit 0 ;;
-	*) sed -n 2,19p "$0" >&2; exit 2 ;;
+	-h | --help) sed -n 2,22p "$0"; exit 0 ;;
+	*) sed -n 2,22p "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -110,7 +114,7 @@ sleep 1
 printf '{"model":"mock/bench-model","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":true}\n' >"$OUT/body.json"
 rc=0
 python3 "$CLIENT" hold --url "http://127.0.0.1:$port/v1/chat/completions" --body "$OUT/body.json" \
-	--steps "$STEPS" --pid "$NODE_PID,$MOCK_PID" --settle "$SETTLE" --out "$OUT/streams.json" &
+	--steps "$STEPS" --pid "$NODE_PID,$MOCK_PID" --settle "$SETTLE" "${KEEPALIVE[@]}" --out "$OUT/streams.json" &
 CLIENT_PID=$!
 PIDS+=("$CLIENT_PID")
 wait "$CLIENT_PID" || rc=$?

@@ -2,7 +2,7 @@
 """Load clients for the benchmark scripts that oha cannot play. Standard library only.
 
     streams.py hold --url URL --body FILE --steps 1000,5000 --pid PID[,PID...] --out FILE
-                    [--settle S] [--parallel P] [--timeout S]
+                    [--settle S] [--parallel P] [--timeout S] [--keepalive]
     streams.py load --url URL --body FILE --requests N [--conns C] [--header H]... --out FILE
 
 `hold` opens streaming requests in steps and keeps them open: each connection sends one
@@ -10,6 +10,9 @@ request, reads the response head and the first `data:` event, then reads nothing
 step's streams are all open it waits --settle seconds and records VmRSS of every PID (the node
 first), and their open descriptors. The record starts with the processes' readings before any
 stream. It answers tests/bench/idle_streams.sh's question: memory per idle long-lived stream.
+With --keepalive each connection instead sends one `GET /v1/models` (answered by the node
+itself), reads the whole answer and stays open as an idle keep-alive connection: the HTTP
+server's own cost per connection, without an upstream.
 
 `load` is a keep-alive load of N requests over C connections (one thread each), like
 `oha -c C -n N`; every answer must be a 200. It stands in for oha where oha is not installed
@@ -54,8 +57,9 @@ def proc_reading(pid):
 # hold
 
 
-async def open_stream(host, port, request, timeout):
-    """One streaming request; returns (reader, writer) once the first event arrived."""
+async def open_stream(host, port, request, timeout, keepalive=False):
+    """One streaming request; returns (reader, writer) once the first event arrived (with
+    `keepalive`: once the whole content-length answer arrived)."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     writer.write(request)
     await writer.drain()
@@ -71,6 +75,12 @@ async def open_stream(host, port, request, timeout):
         seen += chunk
         if not seen.startswith(b"HTTP/1.1 200"):
             raise ConnectionError(f"not a 200: {seen[:200]!r}")
+        if keepalive:
+            head, sep, body = seen.partition(b"\r\n\r\n")
+            for line in head.lower().split(b"\r\n"):
+                if sep and line.startswith(b"content-length:") and len(body) >= int(line[15:]):
+                    return reader, writer
+            continue
         at = seen.find(b"data:")
         if at >= 0 and seen.find(b"\n\n", at) >= 0:
             return reader, writer
@@ -84,6 +94,8 @@ async def hold(args):
         f"POST {url.path} HTTP/1.1\r\nhost: {url.netloc}\r\ncontent-type: application/json\r\n"
         f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
     ).encode() + body
+    if args.keepalive:
+        request = f"GET /v1/models HTTP/1.1\r\nhost: {url.netloc}\r\n\r\n".encode()
     pids = [int(p) for p in args.pid.split(",")]
     steps = [int(s) for s in args.steps.split(",")]
     held = []
@@ -96,7 +108,7 @@ async def hold(args):
         nonlocal errors
         async with sem:
             try:
-                held.append(await open_stream(host, port, request, args.timeout))
+                held.append(await open_stream(host, port, request, args.timeout, args.keepalive))
             except (OSError, TimeoutError, asyncio.TimeoutError, ConnectionError) as e:
                 errors += 1
                 if errors <= 5:
@@ -176,6 +188,8 @@ def main():
     p.add_argument("--settle", type=float, default=3.0)
     p.add_argument("--parallel", type=int, default=200, help="streams being opened at once")
     p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--keepalive", action="store_true",
+                   help="idle keep-alive connections after one GET /v1/models instead of streams")
     p.add_argument("--out", required=True)
     p = sub.add_parser("load")
     p.add_argument("--url", required=True)
