@@ -3,6 +3,7 @@
 #
 #   tests/bench/callgrind.sh [--target node|mock|minimal] [--upstream mock|minimal]
 #                            [--require-key] [--node-bin FILE] [--requests N] [--stream] [--out DIR]
+#                            [--redis] [--traces RATIO] [--client oha|python]
 #
 # Instruction counts do not depend on what else the machine is doing, so two builds can be
 # compared on a shared machine where req/s and latency are noise (docs/performance.md).
@@ -10,6 +11,10 @@
 # connection, embedded mode) under callgrind, in front of the --upstream (default mock);
 # --require-key turns on require_api_key with one client key. --target mock or minimal: that
 # upstream itself runs under callgrind and the load goes to it directly (the baselines).
+# --redis puts the node in mode = "redis" against a redis-server the script starts on a free
+# port. --traces RATIO turns OpenTelemetry traces on, sampled at RATIO
+# (parentbased_traceidratio), exported to bench.py's stand-in OTLP collector. --client python
+# loads with tests/bench/streams.py instead of oha (the default when oha is not installed).
 # 300 warm-up requests, then counters zeroed, N requests with `oha -c 4`, dump. Prints
 # instructions per request and the 30 heaviest functions (inclusive), and keeps the
 # callgrind profile under the output folder for callgrind_annotate or kcachegrind.
@@ -28,6 +33,9 @@ HELPER=$ROOT/tests/bench/bench.py
 REQUESTS=2000
 STREAM=false
 OUT=""
+REDIS=false
+TRACES=""
+CLIENT=""
 while (($#)); do
 	case "$1" in
 	--node-bin) NODE_BIN=$2; shift ;;
@@ -37,8 +45,11 @@ while (($#)); do
 	--target) TARGET=$2; shift ;;
 	--upstream) UPSTREAM=$2; shift ;;
 	--require-key) REQUIRE_KEY=true ;;
-	-h | --help) sed -n 2,15p "$0"; exit 0 ;;
-	*) sed -n 2,15p "$0" >&2; exit 2 ;;
+	--redis) REDIS=true ;;
+	--traces) TRACES=$2; shift ;;
+	--client) CLIENT=$2; shift ;;
+	-h | --help) sed -n 2,20p "$0"; exit 0 ;;
+	*) sed -n 2,20p "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -47,7 +58,19 @@ for tool in valgrind callgrind_control callgrind_annotate python3 curl; do
 	command -v "$tool" >/dev/null || { echo "callgrind.sh: $tool is required" >&2; exit 1; }
 done
 OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
-[[ -x $OHA ]] || { echo "callgrind.sh: oha is required (cargo install oha --locked)" >&2; exit 1; }
+if [[ -z $CLIENT ]]; then
+	CLIENT=oha
+	[[ -x $OHA ]] || { CLIENT=python; echo "callgrind.sh: oha not installed; loading with streams.py" >&2; }
+fi
+case "$CLIENT" in
+oha) [[ -x $OHA ]] || { echo "callgrind.sh: oha is required (cargo install oha --locked)" >&2; exit 1; } ;;
+python) ;;
+*) echo "callgrind.sh: --client oha|python" >&2; exit 2 ;;
+esac
+if [[ $TARGET != node ]] && { $REDIS || [[ -n $TRACES ]]; }; then
+	echo "callgrind.sh: --redis and --traces apply to --target node" >&2
+	exit 2
+fi
 [[ -x $NODE_BIN && -x $MOCK_BIN && -x $MINIMAL_BIN ]] || {
 	echo "callgrind.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
 	exit 1
@@ -85,13 +108,44 @@ for ((i = 0; i < 600; i++)); do
 done
 [[ -n $MOCK_ADDR ]] || { echo "callgrind.sh: the mock upstream did not start" >&2; exit 1; }
 
+wait_port() { # port
+	local i
+	for ((i = 0; i < 300; i++)); do
+		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "callgrind.sh: nothing listens on port $1" >&2
+	exit 1
+}
+
 if [[ $TARGET == node ]]; then
 	read -r port admin < <(python3 "$HELPER" free-ports 2)
 	key_flag=()
 	$REQUIRE_KEY && key_flag=(--require-key)
-	python3 "$HELPER" config base "$OUT/node.toml" --upstream "$MOCK_ADDR" \
+	kind=base
+	node_env=()
+	if $REDIS; then
+		REDIS_BIN=$(command -v redis-server || true)
+		[[ -n $REDIS_BIN ]] || { echo "callgrind.sh: --redis needs redis-server" >&2; exit 1; }
+		read -r redis_port < <(python3 "$HELPER" free-ports 1)
+		"$REDIS_BIN" --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+			>"$OUT/redis.log" 2>&1 &
+		PIDS+=("$!")
+		wait_port "$redis_port"
+		kind=redis
+		key_flag+=(--redis-url "redis://127.0.0.1:$redis_port/0")
+	fi
+	if [[ -n $TRACES ]]; then
+		read -r sink_port < <(python3 "$HELPER" free-ports 1)
+		python3 "$HELPER" otlp-sink --port "$sink_port" --out "$OUT/otlp-sink.json" >"$OUT/otlp-sink.log" 2>&1 &
+		PIDS+=("$!")
+		wait_port "$sink_port"
+		node_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port" OTEL_SERVICE_NAME=switchyard-bench
+			OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG="$TRACES")
+	fi
+	python3 "$HELPER" config "$kind" "$OUT/node.toml" --upstream "$MOCK_ADDR" \
 		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" "${key_flag[@]}" >/dev/null
-	env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY \
+	env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY "${node_env[@]}" \
 		valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
 		"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>"$OUT/valgrind.log" &
 	NODE_PID=$!
@@ -113,6 +167,12 @@ fi
 # The harness's request body (run.sh).
 BODY='{"model":"'$MODEL'","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":'$STREAM'}'
 load() { # requests
+	if [[ $CLIENT == python ]]; then
+		printf '%s' "$BODY" >"$OUT/body.json"
+		python3 "$ROOT/tests/bench/streams.py" load --url "$URL" --body "$OUT/body.json" --conns 4 \
+			--requests "$1" --header "authorization: Bearer $CLIENT_KEY" --out "$OUT/oha-$1.json"
+		return
+	fi
 	"$OHA" --no-tui --output-format json -o "$OUT/oha-$1.json" -c 4 -n "$1" -m POST \
 		-H 'content-type: application/json' -H "authorization: Bearer $CLIENT_KEY" \
 		-d "$BODY" "$URL"
@@ -134,11 +194,11 @@ dump=$(ls -t "$OUT"/callgrind.out.* 2>/dev/null | head -n1)
 [[ -n $dump ]] || { echo "callgrind.sh: no dump was written" >&2; exit 1; }
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }')
 if [[ $TARGET == node ]]; then
-	echo "build: $NODE_BIN (upstream: $UPSTREAM, require_api_key: $REQUIRE_KEY)"
+	echo "build: $NODE_BIN (upstream: $UPSTREAM, require_api_key: $REQUIRE_KEY, redis: $REDIS, traces: ${TRACES:-off})"
 else
 	echo "build: $UP_BIN (direct)"
 fi
-echo "requests: $REQUESTS (stream: $STREAM)"
+echo "requests: $REQUESTS (stream: $STREAM, client: $CLIENT)"
 echo "instructions per request: $((total / REQUESTS))"
 callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | grep -v '^-' | sed -n '/file:function/,$p' | head -n 32 >"$OUT/top.txt"
 cat "$OUT/top.txt"

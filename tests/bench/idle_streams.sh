@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Memory per idle long-lived stream (issue 21, item 4): RSS of the node holding N streams that
+# got their first event and then wait, as a coding agent's do.
+#
+#   tests/bench/idle_streams.sh [--steps 1000,5000,10000] [--node-bin FILE] [--hold-s S]
+#                               [--settle S] [--node-env VAR=VALUE]... [--keepalive] [--out DIR]
+#
+# The mock upstream answers every stream with its first content chunk at once and the next
+# one only after --hold-s seconds (default 600: `--chunks 2 --chunk-delay-ms`), so the streams
+# stay open and idle. One release node in embedded mode (the harness's base config, one
+# worker) sits in front of it. tests/bench/streams.py opens the streams in steps over
+# loopback, reads each one's response head and first event, then holds it; after each step it
+# waits --settle seconds (default 3) and reads the node's VmRSS and open descriptors.
+# Reported per step: (RSS_N - RSS_0) / N, and the marginal cost between steps.
+#
+# The node holds two sockets per stream (client and upstream), so N is capped to fit the
+# open-file limit, which the script raises to the hard limit. --node-env passes variables to
+# the node (for A/B runs of allocator settings). --keepalive holds idle keep-alive
+# connections that made one `GET /v1/models` instead of streams: the HTTP server's own share
+# of a stream's memory, with no upstream connection. Every process started here is stopped by
+# its PID on exit. Results: DIR (default results/idle-TIMESTAMP): streams.json and table.md.
+set -euo pipefail
+export LC_ALL=C
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+NODE_BIN=$TARGET_DIR/release/switchyard-node
+MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
+HELPER=$ROOT/tests/bench/bench.py
+CLIENT=$ROOT/tests/bench/streams.py
+STEPS=1000,5000,10000
+HOLD_S=600
+SETTLE=3
+NODE_ENV=()
+KEEPALIVE=()
+OUT=""
+while (($#)); do
+	case "$1" in
+	--steps) STEPS=$2; shift ;;
+	--node-bin) NODE_BIN=$2; shift ;;
+	--hold-s) HOLD_S=$2; shift ;;
+	--settle) SETTLE=$2; shift ;;
+	--node-env) NODE_ENV+=("$2"); shift ;;
+	--keepalive) KEEPALIVE=(--keepalive) ;;
+	--out) OUT=$2; shift ;;
+	-h | --help) sed -n 2,22p "$0"; exit 0 ;;
+	*) sed -n 2,22p "$0" >&2; exit 2 ;;
+	esac
+	shift
+done
+OUT=${OUT:-$ROOT/results/idle-$(date -u +%Y%m%dT%H%M%SZ)}
+for tool in python3 curl; do
+	command -v "$tool" >/dev/null || { echo "idle_streams.sh: $tool is required" >&2; exit 1; }
+done
+[[ -x $NODE_BIN && -x $MOCK_BIN ]] || {
+	echo "idle_streams.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
+	exit 1
+}
+mkdir -p "$OUT"
+
+# Two sockets per stream in the node; the client and the mock hold one each.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+read -r port_lo port_hi </proc/sys/net/ipv4/ip_local_port_range
+MAX=$(((NOFILE - 200) / 2))
+# Loopback connects to two destinations (node, mock): each needs its own ephemeral port.
+((MAX * 2 < port_hi - port_lo)) || MAX=$(((port_hi - port_lo) / 2 - 100))
+CAPPED=()
+for s in ${STEPS//,/ }; do
+	if ((s > MAX)); then
+		echo "idle_streams.sh: $s streams need $((2 * s)) descriptors in the node; open-file limit $NOFILE: capped to $MAX" >&2
+		s=$MAX
+	fi
+	CAPPED+=("$s")
+done
+STEPS=$(IFS=,; echo "${CAPPED[*]}")
+
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	sleep 0.5
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$MOCK_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 2 --chunk-delay-ms $((HOLD_S * 1000)) \
+	--max-stall-secs $((HOLD_S + 60)) >"$OUT/mock.out" 2>"$OUT/mock.err" &
+MOCK_PID=$!
+PIDS+=("$MOCK_PID")
+MOCK_ADDR=""
+for ((i = 0; i < 200; i++)); do
+	MOCK_ADDR=$(head -n1 "$OUT/mock.out" 2>/dev/null || true)
+	[[ -n $MOCK_ADDR ]] && break
+	sleep 0.05
+done
+[[ -n $MOCK_ADDR ]] || { echo "idle_streams.sh: the mock upstream did not start" >&2; exit 1; }
+
+read -r port admin < <(python3 "$HELPER" free-ports 2)
+python3 "$HELPER" config base "$OUT/node.toml" --upstream "$MOCK_ADDR" \
+	--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" >/dev/null
+env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret "${NODE_ENV[@]}" \
+	"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>&1 &
+NODE_PID=$!
+PIDS+=("$NODE_PID")
+for ((i = 0; i < 300; i++)); do
+	curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$admin/readyz" 2>/dev/null && break
+	kill -0 "$NODE_PID" 2>/dev/null || { echo "idle_streams.sh: the node exited" >&2; tail "$OUT/node.log" >&2; exit 1; }
+	sleep 0.1
+done
+sleep 1
+
+printf '{"model":"mock/bench-model","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":true}\n' >"$OUT/body.json"
+rc=0
+python3 "$CLIENT" hold --url "http://127.0.0.1:$port/v1/chat/completions" --body "$OUT/body.json" \
+	--steps "$STEPS" --pid "$NODE_PID,$MOCK_PID" --settle "$SETTLE" "${KEEPALIVE[@]}" --out "$OUT/streams.json" &
+CLIENT_PID=$!
+PIDS+=("$CLIENT_PID")
+wait "$CLIENT_PID" || rc=$?
+
+python3 - "$OUT/streams.json" "$NODE_BIN" "$NOFILE" <<'EOF' | tee "$OUT/table.md"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+steps = doc["steps"]
+base = steps[0]["procs"][0]
+print(f"node: {sys.argv[2]}; open-file limit {sys.argv[3]}")
+print(f"idle node: VmRSS {base['VmRSS']:,} KiB, {base['fds']} descriptors")
+print()
+print("| streams | node VmRSS KiB | (RSS_N - RSS_0) / N KiB | marginal KiB/stream | node descriptors | mock VmRSS KiB | failed |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
+prev = steps[0]
+for s in steps[1:]:
+    node, mock = s["procs"][0], s["procs"][1]
+    n = s["streams"]
+    per = (node["VmRSS"] - base["VmRSS"]) / n if n else 0
+    dn = n - prev["streams"]
+    marginal = (node["VmRSS"] - prev["procs"][0]["VmRSS"]) / dn if dn else 0
+    print(f"| {n:,} | {node['VmRSS']:,} | {per:.1f} | {marginal:.1f} | {node['fds']:,} | {mock.get('VmRSS', 0):,} | {s['errors']} |")
+    prev = s
+EOF
+echo "results: $OUT"
+exit "$rc"
