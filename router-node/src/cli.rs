@@ -261,7 +261,13 @@ pub fn init_tracing() -> LogGuard {
             notes.push(why);
             let _ = registry.try_init();
         }
-        Decision::On { service_name } => match telemetry::export::install(service_name) {
+        Decision::On { service_name } => match {
+            let (sampler, why) =
+                telemetry::sampling::HeadSampler::from_env(&|k| std::env::var(k).ok());
+            notes.extend(why);
+            telemetry::set_sampler(sampler);
+            telemetry::export::install(service_name)
+        } {
             Ok((layer, guard)) => {
                 let only_traces = tracing_subscriber::filter::Targets::new()
                     .with_target(telemetry::TARGET, tracing::Level::TRACE);

@@ -48,9 +48,11 @@ where
     if let Some(name) = service_name {
         resource = resource.with_service_name(name);
     }
-    // The sampler comes from OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (default:
-    // parent-based always-on, so a sampled client trace stays sampled).
+    // OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG are applied when a request arrives
+    // (`sampling`): a request left out gets no span at all, so every span that reaches the
+    // SDK is one to keep.
     let provider = SdkTracerProvider::builder()
+        .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
         .with_batch_exporter(exporter)
         .with_resource(resource.build())
         .build();

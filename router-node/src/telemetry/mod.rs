@@ -8,16 +8,23 @@
 //! out of the log layer, so every span macro of [`TARGET`] is a disabled callsite that yields
 //! `Span::none()`, and each helper returns at its first check of [`enabled`].
 //!
+//! With traces on, whether a request is sampled is decided when it arrives ([`sampling`]):
+//! an unsampled request gets `Span::none()` too, so it costs what it costs with traces off.
+//!
 //! The spans never reach the JSON log: the log layer filters [`TARGET`] out, and the
 //! OpenTelemetry layer sees nothing else. Export runs on the batch processor's own thread;
 //! a full queue or an unreachable collector drops spans, never requests ([`export`]).
 
 pub mod export;
 pub mod propagate;
+pub mod sampling;
 pub mod settings;
 pub mod spans;
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use sampling::{HeadSampler, Root};
 
 pub use spans::{
     attempt_span, current, event_skip, gen_ai_system, inject, record_error, record_i64, record_str,
@@ -37,6 +44,21 @@ pub fn enabled() -> bool {
 
 fn set_enabled() {
     ENABLED.store(true, Ordering::Relaxed);
+}
+
+static SAMPLER: OnceLock<HeadSampler> = OnceLock::new();
+
+/// Sets the head sampler (once, at start-up, before traces are turned on).
+pub fn set_sampler(sampler: HeadSampler) {
+    let _ = SAMPLER.set(sampler);
+}
+
+/// The head sampler; `parentbased_always_on`, the standard default, until one is set.
+fn sampler() -> HeadSampler {
+    SAMPLER
+        .get()
+        .copied()
+        .unwrap_or(HeadSampler::ParentBased(Root::AlwaysOn))
 }
 
 #[cfg(test)]

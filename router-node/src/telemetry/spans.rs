@@ -1,5 +1,6 @@
 //! The spans and the attribute setters the request path calls. Each returns at once (and
-//! `Span::none()` for the constructors) while traces are off.
+//! `Span::none()` for the constructors) while traces are off, and for a request the head
+//! sampler left out.
 //!
 //! Attribute names follow the OpenTelemetry GenAI and HTTP semantic conventions
 //! (`gen_ai.*`, `server.address`, `error.type`, `http.*`); Switchyard's own are under
@@ -19,10 +20,24 @@ pub fn request_span(name: &'static str, route: &'static str, headers: &HeaderMap
     if !enabled() {
         return Span::none();
     }
+    let parent = propagate::extract(headers);
+    let parent_sampled = {
+        let cx = parent.span();
+        let cx = cx.span_context();
+        cx.is_valid().then(|| cx.is_sampled())
+    };
+    let sampler = super::sampler();
+    let draw = if sampler.needs_draw() {
+        rand::random::<f64>()
+    } else {
+        0.0
+    };
+    if !sampler.keep(parent_sampled, draw) {
+        return Span::none();
+    }
     let span =
         tracing::info_span!(target: TARGET, "request", otel.name = name, otel.kind = "server");
-    let parent = propagate::extract(headers);
-    if parent.span().span_context().is_valid() {
+    if parent_sampled.is_some() {
         let _ = span.set_parent(parent);
     }
     span.set_attribute("http.request.method", "POST");
@@ -32,9 +47,9 @@ pub fn request_span(name: &'static str, route: &'static str, headers: &HeaderMap
 }
 
 /// The client span of one upstream attempt for `model`, a child of the current span (the
-/// request's, when the routing future runs inside it).
+/// request's, when the routing future runs inside it); none when the request is not traced.
 pub fn attempt_span(model: &str) -> Span {
-    if !enabled() {
+    if !enabled() || Span::current().is_none() {
         return Span::none();
     }
     let span = tracing::info_span!(
@@ -81,6 +96,9 @@ pub fn record_error(span: &Span, error_type: &str) {
 
 /// A skipped target, as an event on the current span (the request's).
 pub fn event_skip(target: &str, provider: &str, reason: &str) {
+    if !enabled() || Span::current().is_none() {
+        return;
+    }
     tracing::event!(
         target: TARGET,
         tracing::Level::INFO,

@@ -634,3 +634,41 @@ async fn traces_are_off_by_default_and_when_disabled() {
     );
     assert!(*receiver.posts.lock().unwrap() >= 1);
 }
+
+/// Head sampling at 0 % for new traces (`parentbased_traceidratio`, ratio 0): a request
+/// without a client trace builds no span and sends no `traceparent` upstream, while a client's
+/// sampled trace is still followed, and a client's unsampled one is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_head_sampler_decides_before_any_span_exists() {
+    let receiver = Receiver::start().await;
+    let mock = mock().await;
+    let mut env = traced_env(&receiver.endpoint());
+    env.push(("OTEL_TRACES_SAMPLER", "parentbased_traceidratio".to_owned()));
+    env.push(("OTEL_TRACES_SAMPLER_ARG", "0".to_owned()));
+    let node = start(config(&mock), &env).await;
+
+    for _ in 0..5 {
+        let (status, text) = post(&node, "not-a-traceparent", chat(false)).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    let (unsampled, unsampled_trace, _) = client_parent(7);
+    let unsampled = unsampled.replace("-01", "-00");
+    let (status, text) = post(&node, &unsampled, chat(false)).await;
+    assert_eq!(status, 200, "{text}");
+    let (sampled, trace, _) = client_parent(8);
+    let (status, text) = post(&node, &sampled, chat(false)).await;
+    assert_eq!(status, 200, "{text}");
+
+    // The sampled trace arrives (request and attempt), and it is the only one.
+    let spans = receiver.wait_trace(&trace, 2, &node).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let all = receiver.spans();
+    assert!(
+        all.iter().all(|s| s.trace_id == trace),
+        "only the client's sampled trace may be exported: {all:#?}"
+    );
+    assert!(receiver.trace(&unsampled_trace).is_empty());
+    let upstream = upstream_traceparents(&mock, KEY_A);
+    assert_eq!(upstream.len(), 1, "{upstream:?}");
+    assert!(upstream[0].contains(&trace), "{upstream:?}");
+}
