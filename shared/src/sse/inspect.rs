@@ -25,6 +25,7 @@ use super::Format;
 use super::formats;
 use super::parser::{SseEvent, SseItem};
 
+pub mod body;
 pub(super) mod prescan;
 pub(super) mod prescan_events;
 

@@ -58,8 +58,8 @@ pub(super) fn whole_escaped<'a, T>(
     (s.pos == data.len()).then_some(out)
 }
 
-/// A strict JSON walker over one event's data: strings it reads hold no escapes; strings it
-/// skips may, under [`whole_escaped`].
+/// A strict JSON walker over one event's data (or one body): strings it reads hold no
+/// escapes; strings it skips may, under [`whole_escaped`].
 pub(super) struct Scanner<'a> {
     data: &'a [u8],
     pos: usize,
@@ -122,6 +122,28 @@ impl<'a> Scanner<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// A non-negative integer serde reads into a `u64`, or `null`. Anything that serde would
+    /// refuse or that might not fit (a sign, a fraction, an exponent, a leading zero, more
+    /// than 19 digits) defers.
+    pub(super) fn opt_u64(&mut self) -> Option<Option<u64>> {
+        if self.null() {
+            return Some(None);
+        }
+        let start = self.pos;
+        let len = self.digits();
+        let digits = self.data.get(start..self.pos)?;
+        if len == 0 || len > 19 || (len > 1 && digits.first() == Some(&b'0')) {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let value = digits.iter().try_fold(0u64, |v, &d| {
+            v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })?;
+        Some(Some(value))
     }
 
     /// Walks an object, handing each key to `field` positioned at its value.
