@@ -13,47 +13,50 @@
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
+use memchr::memmem::Finder;
 use switchyard_shared::classify::REDACTED;
 
 /// Credentials shorter than this are not scrubbed: they would match ordinary text.
 const MIN_SECRET_LEN: usize = 8;
 
 /// Incremental scrubber of one secret over a sequence of chunks.
+///
+/// The search is memchr's vectorised substring finder, built once per stream: a chunk
+/// without the secret costs one pass of it and a look at its last bytes, and is released
+/// without a copy.
 #[derive(Debug)]
 pub struct Scrubber {
-    secret: Vec<u8>,
+    finder: Finder<'static>,
     carry: Vec<u8>,
 }
 
 impl Scrubber {
     /// `None` when there is nothing worth scrubbing (no credential, or a very short one).
     pub fn new(secret: Option<&str>) -> Option<Self> {
-        let secret = secret?.trim();
-        (secret.len() >= MIN_SECRET_LEN).then(|| Self {
-            secret: secret.as_bytes().to_vec(),
+        let secret = usable(secret)?;
+        Some(Self {
+            finder: Finder::new(secret.as_bytes()).into_owned(),
             carry: Vec::new(),
         })
+    }
+
+    fn secret(&self) -> &[u8] {
+        self.finder.needle()
     }
 
     /// The scrubbed bytes of `chunk` that can be released now.
     pub fn push(&mut self, chunk: Bytes) -> Bytes {
         if self.carry.is_empty()
-            && find(&chunk, &self.secret).is_none()
-            && partial_suffix(&chunk, &self.secret) == 0
+            && self.finder.find(&chunk).is_none()
+            && partial_suffix(&chunk, self.secret()) == 0
         {
             return chunk; // the common case: no copy
         }
         let mut buf = std::mem::take(&mut self.carry);
         buf.extend_from_slice(&chunk);
         let mut out = BytesMut::with_capacity(buf.len());
-        let mut at = 0;
-        while let Some(p) = buf.get(at..).and_then(|rest| find(rest, &self.secret)) {
-            out.extend_from_slice(buf.get(at..at + p).unwrap_or_default());
-            out.extend_from_slice(REDACTED.as_bytes());
-            at += p + self.secret.len();
-        }
-        let rest = buf.get(at..).unwrap_or_default();
-        let keep = partial_suffix(rest, &self.secret);
+        let rest = replace_into(&mut out, &buf, &self.finder);
+        let keep = partial_suffix(rest, self.secret());
         let release = rest.len() - keep;
         out.extend_from_slice(rest.get(..release).unwrap_or_default());
         self.carry = rest.get(release..).unwrap_or_default().to_vec();
@@ -67,31 +70,55 @@ impl Scrubber {
 
     /// `text` with every occurrence of the secret replaced.
     pub fn scrub_str(&self, text: &str) -> String {
-        match std::str::from_utf8(&self.secret) {
+        match std::str::from_utf8(self.secret()) {
             Ok(s) if text.contains(s) => text.replace(s, REDACTED),
             _ => text.to_owned(),
         }
     }
 }
 
+/// The trimmed secret, when it is long enough to scrub.
+fn usable(secret: Option<&str>) -> Option<&str> {
+    let secret = secret?.trim();
+    (secret.len() >= MIN_SECRET_LEN).then_some(secret)
+}
+
+/// Appends `hay` to `out` with every whole occurrence of the finder's needle replaced, up to
+/// the tail after the last one, which is returned instead of appended.
+fn replace_into<'h>(out: &mut BytesMut, hay: &'h [u8], finder: &Finder<'_>) -> &'h [u8] {
+    let len = finder.needle().len();
+    let mut at = 0;
+    while let Some(p) = hay.get(at..).and_then(|rest| finder.find(rest)) {
+        out.extend_from_slice(hay.get(at..at + p).unwrap_or_default());
+        out.extend_from_slice(REDACTED.as_bytes());
+        at += p + len;
+    }
+    hay.get(at..).unwrap_or_default()
+}
+
 /// `text` without `secret` (when it is long enough to scrub).
 pub fn scrub_text(text: &str, secret: Option<&str>) -> String {
-    match Scrubber::new(secret) {
-        Some(s) => s.scrub_str(text),
-        None => text.to_owned(),
+    match usable(secret) {
+        Some(s) if text.contains(s) => text.replace(s, REDACTED),
+        _ => text.to_owned(),
     }
 }
 
-/// `body` without `secret`, copying only when it occurs.
+/// `body` without `secret`, copying only when it occurs. A whole body has no next chunk, so
+/// nothing is held back and no finder is kept: one search, and a reference-counted clone
+/// when the secret is absent.
 pub fn scrub_bytes(body: &Bytes, secret: Option<&str>) -> Bytes {
-    match Scrubber::new(secret) {
-        Some(mut s) => {
-            let mut out = BytesMut::from(s.push(body.clone()).as_ref());
-            out.extend_from_slice(&s.finish());
-            out.freeze()
-        }
-        None => body.clone(),
+    let Some(secret) = usable(secret) else {
+        return body.clone();
+    };
+    let finder = Finder::new(secret.as_bytes());
+    if finder.find(body).is_none() {
+        return body.clone();
     }
+    let mut out = BytesMut::with_capacity(body.len());
+    let rest = replace_into(&mut out, body, &finder);
+    out.extend_from_slice(rest);
+    out.freeze()
 }
 
 /// Wraps a body stream so that `secret` never leaves it. Errors end the stream (bytes held
@@ -131,20 +158,6 @@ where
             }
         },
     ))
-}
-
-/// Position of the first occurrence of `needle` in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut from = 0;
-    while let Some(p) = hay.get(from..)?.iter().position(|b| *b == first) {
-        let at = from + p;
-        if hay.get(at..at + needle.len()) == Some(needle) {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
 }
 
 /// Length of the longest suffix of `hay` that is a proper prefix of `needle`.
@@ -214,5 +227,43 @@ mod tests {
             scrub_bytes(&b, Some(KEY)),
             Bytes::from("{\"e\":\"[REDACTED]\"}")
         );
+    }
+
+    /// Every way of cutting a body into two or three chunks releases, in total, the body
+    /// with each whole secret replaced: the secret split across chunks is still caught, and a
+    /// prefix that is not followed by the rest is released unchanged.
+    #[test]
+    fn every_split_gives_the_whole_body_scrubbed() {
+        let body = format!(
+            "{KEY}x 4f7c2e9 y {KEY}{KEY} z 4f7c2e9a1b3d5f60.Q8rT2vX9zY4wK1m q{KEY}4f7c2e9a1b"
+        );
+        let expected = body.replace(KEY, REDACTED);
+        let n = body.len();
+        for i in 0..=n {
+            for j in i..=n {
+                let (all, parts) = run(&[&body[..i], &body[i..j], &body[j..]]);
+                assert_eq!(all, expected, "cut at {i} and {j}");
+                for part in &parts {
+                    assert!(!part.contains(KEY), "cut at {i} and {j}: {part}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_and_bodies_without_the_secret_are_not_copied() {
+        let mut s = Scrubber::new(Some(KEY)).unwrap();
+        let chunk =
+            Bytes::from_static(b"data: {\"choices\":[{\"delta\":{\"content\":\"sk-\"}}]}\n\n");
+        assert_eq!(s.push(chunk.clone()).as_ptr(), chunk.as_ptr());
+        let body = Bytes::from_static(b"{\"id\":\"4f7c2e9a1b3d5f60\"}");
+        assert_eq!(scrub_bytes(&body, Some(KEY)).as_ptr(), body.as_ptr());
+        let body = Bytes::from(format!("{KEY} and {KEY}"));
+        assert_eq!(scrub_bytes(&body, Some(KEY)), "[REDACTED] and [REDACTED]");
+        assert_eq!(
+            scrub_bytes(&body, Some(format!("  {KEY} ").as_str())),
+            "[REDACTED] and [REDACTED]"
+        );
+        assert_eq!(scrub_bytes(&body, None), body);
     }
 }

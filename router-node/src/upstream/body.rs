@@ -144,7 +144,21 @@ struct Probe<'a> {
 /// Probes a `2xx` JSON body. Unparseable bodies are not errors here: they are forwarded, and
 /// the client's SDK reports them. `"error": null` (the Responses API always has the field)
 /// is not an error.
+///
+/// An ordinary answer (no `error` field, plain usage counters) is read by a byte scanner
+/// that is as strict as serde (`sse::inspect::body`); anything else takes the serde probe.
 pub(super) fn probe_json(body: &[u8]) -> BodyProbe {
+    match switchyard_shared::sse::inspect::body::probe(body) {
+        Some(facts) => BodyProbe {
+            is_error: facts.typed_error,
+            usage: facts.usage,
+        },
+        None => probe_json_full(body),
+    }
+}
+
+/// The serde probe: every body the scanner is not sure of.
+fn probe_json_full(body: &[u8]) -> BodyProbe {
     let Ok(probe) = serde_json::from_slice::<Probe<'_>>(body) else {
         return BodyProbe::default();
     };
@@ -160,5 +174,55 @@ pub(super) fn probe_json(body: &[u8]) -> BodyProbe {
     BodyProbe {
         is_error: error_object || probe.kind.as_deref() == Some("error"),
         usage: probe.usage.map(Usage::from),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{probe_json, probe_json_full};
+
+    const BODIES: &[&str] = &[
+        r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi \"there\"\n"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+        r#"{"type":"message","content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":3,"output_tokens":1,"cache_read_input_tokens":2}}"#,
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#,
+        r#"{"error":"Unexpected endpoint or method. (POST /v1/chat/completions)"}"#,
+        r#"{"object":"response","error":null,"usage":{"input_tokens":5,"input_tokens_details":{"cached_tokens":1},"output_tokens":2}}"#,
+    ];
+
+    /// The scanner and serde agree on every body one byte away from ordinary answers (each
+    /// byte removed, and each of a few structural bytes inserted at every position).
+    #[test]
+    fn fast_probe_agrees_with_serde_on_mutated_bodies() {
+        let inserts = [
+            b'"', b'\\', b'{', b'}', b',', b'0', b'.', b'-', b' ', 0x01, 0xc3,
+        ];
+        let mut checked = 0;
+        for body in BODIES {
+            let body = body.as_bytes();
+            assert_eq!(probe_json(body), probe_json_full(body));
+            for at in 0..body.len() {
+                let mut cut = body.to_vec();
+                cut.remove(at);
+                assert_eq!(
+                    probe_json(&cut),
+                    probe_json_full(&cut),
+                    "{}",
+                    String::from_utf8_lossy(&cut)
+                );
+                for b in inserts {
+                    let mut grown = body.to_vec();
+                    grown.insert(at, b);
+                    assert_eq!(
+                        probe_json(&grown),
+                        probe_json_full(&grown),
+                        "{}",
+                        String::from_utf8_lossy(&grown)
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 2_000);
+        assert!(switchyard_shared::sse::inspect::body::probe(BODIES[0].as_bytes()).is_some());
     }
 }

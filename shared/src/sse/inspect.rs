@@ -15,8 +15,9 @@
 //!   throughput judgement.
 //! - An error event is [`EventKind::Error`] even inside a `200` stream.
 //! - JSON is parsed only when the answer depends on it, into small borrowed structs; text is
-//!   measured, never copied. Plain chat text chunks skip serde through a strict scanner
-//!   (`prescan`) that defers to the full parse whenever it is not certain.
+//!   measured, never copied. Plain chat text chunks, Anthropic content deltas and Responses
+//!   delta events skip serde through strict scanners (`prescan`, `prescan_events`) that
+//!   defer to the full parse whenever they are not certain.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +25,9 @@ use super::Format;
 use super::formats;
 use super::parser::{SseEvent, SseItem};
 
+pub mod body;
 pub(super) mod prescan;
+pub(super) mod prescan_events;
 
 /// The longest upstream error message kept, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
@@ -191,8 +194,12 @@ pub fn inspect(format: Format, event: &SseEvent<'_>) -> EventInfo {
             prescan::chat(data).unwrap_or_else(|| formats::chat(name, data))
         }
         Format::OpenAiChat => formats::chat(name, data),
-        Format::OpenAiResponses => formats::responses(name, data),
-        Format::Anthropic => formats::anthropic(name, data),
+        Format::OpenAiResponses => {
+            prescan_events::responses(name, data).unwrap_or_else(|| formats::responses(name, data))
+        }
+        Format::Anthropic => {
+            prescan_events::anthropic(name, data).unwrap_or_else(|| formats::anthropic(name, data))
+        }
     }
 }
 

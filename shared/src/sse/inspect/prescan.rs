@@ -16,17 +16,7 @@ const MAX_DEPTH: usize = 64;
 
 /// The classification of a plain chat chunk, or `None` when the full parse must decide.
 pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
-    // Without escapes every quote delimits a string and a string's length is its byte length.
-    if memchr::memchr(b'\\', data).is_some() || std::str::from_utf8(data).is_err() {
-        return None;
-    }
-    let mut s = Scanner { data, pos: 0 };
-    s.ws();
-    let text = s.top()?;
-    s.ws();
-    if s.pos != data.len() {
-        return None;
-    }
+    let text = whole(data, Scanner::top)?;
     Some(EventInfo {
         useful_text_bytes: text,
         ..EventInfo::of(if text > 0 {
@@ -37,7 +27,40 @@ pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
     })
 }
 
-struct Scanner<'a> {
+/// Runs `value` over `data` as one JSON document (surrounding whitespace allowed); `None`
+/// when `data` has an escape or invalid UTF-8, when `value` gives up, or when anything
+/// follows the value.
+pub(super) fn whole<'a, T>(
+    data: &'a [u8],
+    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Option<T> {
+    // Without escapes every quote delimits a string and a string's length is its byte length.
+    if memchr::memchr(b'\\', data).is_some() {
+        return None;
+    }
+    whole_escaped(data, value)
+}
+
+/// [`whole`], but strings that are only skipped may hold escapes (validated as serde does
+/// when it ignores a string). Strings the caller reads ([`Scanner::string`]), keys included,
+/// still defer when they hold one.
+pub(super) fn whole_escaped<'a, T>(
+    data: &'a [u8],
+    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Option<T> {
+    if std::str::from_utf8(data).is_err() {
+        return None;
+    }
+    let mut s = Scanner { data, pos: 0 };
+    s.ws();
+    let out = value(&mut s)?;
+    s.ws();
+    (s.pos == data.len()).then_some(out)
+}
+
+/// A strict JSON walker over one event's data (or one body): strings it reads hold no
+/// escapes; strings it skips may, under [`whole_escaped`].
+pub(super) struct Scanner<'a> {
     data: &'a [u8],
     pos: usize,
 }
@@ -47,34 +70,87 @@ impl<'a> Scanner<'a> {
         self.data.get(self.pos).copied()
     }
 
-    fn ws(&mut self) {
+    pub(super) fn ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.pos += 1;
         }
     }
 
-    fn eat(&mut self, b: u8) -> Option<()> {
+    pub(super) fn eat(&mut self, b: u8) -> Option<()> {
         (self.peek()? == b).then(|| self.pos += 1)
     }
 
     /// A string without escapes; its raw bytes.
-    fn string(&mut self) -> Option<&'a [u8]> {
+    pub(super) fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
-        let start = self.pos;
+        let body = self.plain_run()?;
+        self.eat(b'"')?;
+        Some(body)
+    }
+
+    /// The bytes up to the next quote or backslash, which must not be control characters.
+    /// memchr finds the end, so a long string costs a vectorised pass rather than a loop
+    /// over its bytes.
+    fn plain_run(&mut self) -> Option<&'a [u8]> {
+        let rest = self.data.get(self.pos..)?;
+        let end = memchr::memchr2(b'"', b'\\', rest)?;
+        let run = rest.get(..end)?;
+        if run.iter().fold(false, |bad, &c| bad | (c < 0x20)) {
+            return None;
+        }
+        self.pos += end;
+        Some(run)
+    }
+
+    /// A string that is only skipped: escapes are allowed and checked as serde checks them
+    /// when it ignores a string (a known escape letter, or `u` and four hex digits).
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
         loop {
+            self.plain_run()?;
+            if self.eat(b'"').is_some() {
+                return Some(());
+            }
+            self.eat(b'\\')?;
             match self.peek()? {
-                b'"' => break,
-                c if c < 0x20 => return None,
-                _ => self.pos += 1,
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.pos += 1,
+                b'u' => {
+                    let hex = self.data.get(self.pos + 1..self.pos + 5)?;
+                    hex.iter().all(u8::is_ascii_hexdigit).then_some(())?;
+                    self.pos += 5;
+                }
+                _ => return None,
             }
         }
-        let s = &self.data[start..self.pos];
-        self.pos += 1;
-        Some(s)
+    }
+
+    /// A non-negative integer serde reads into a `u64`, or `null`. Anything that serde would
+    /// refuse or that might not fit (a sign, a fraction, an exponent, a leading zero, more
+    /// than 19 digits) defers.
+    pub(super) fn opt_u64(&mut self) -> Option<Option<u64>> {
+        if self.null() {
+            return Some(None);
+        }
+        let start = self.pos;
+        let len = self.digits();
+        let digits = self.data.get(start..self.pos)?;
+        if len == 0 || len > 19 || (len > 1 && digits.first() == Some(&b'0')) {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let value = digits.iter().try_fold(0u64, |v, &d| {
+            v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })?;
+        Some(Some(value))
     }
 
     /// Walks an object, handing each key to `field` positioned at its value.
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
+    pub(super) fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+    ) -> Option<()> {
         self.eat(b'{')?;
         self.ws();
         if self.eat(b'}').is_some() {
@@ -102,7 +178,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Walks an array, handing each element to `element` positioned at it.
-    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+    pub(super) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.eat(b'[')?;
         self.ws();
         if self.eat(b']').is_some() {
@@ -125,7 +201,7 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
+    pub(super) fn literal(&mut self, word: &[u8]) -> Option<()> {
         let end = self.pos.checked_add(word.len())?;
         (self.data.get(self.pos..end)? == word).then(|| self.pos = end)
     }
@@ -139,7 +215,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// A number in JSON's grammar.
-    fn number(&mut self) -> Option<()> {
+    pub(super) fn number(&mut self) -> Option<()> {
         if self.peek()? == b'-' {
             self.pos += 1;
         }
@@ -165,12 +241,12 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips any value, validating it.
-    fn skip(&mut self, depth: usize) -> Option<()> {
+    pub(super) fn skip(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
         match self.peek()? {
-            b'"' => self.string().map(drop),
+            b'"' => self.skip_string(),
             b'{' => self.object(|s, _| s.skip(depth + 1)),
             b'[' => self.array(|s| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
@@ -180,8 +256,22 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn null(&mut self) -> bool {
+    pub(super) fn null(&mut self) -> bool {
         self.literal(b"null").is_some()
+    }
+
+    /// A string or `null` (serde's `Option<Cow<str>>`).
+    pub(super) fn opt_string(&mut self) -> Option<Option<&'a [u8]>> {
+        if self.null() {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// The text size serde's `Shape` gives a string or `null`; other values defer (serde
+    /// parses numbers there, which may overflow).
+    pub(super) fn text_len(&mut self) -> Option<usize> {
+        Some(self.opt_string()?.map_or(0, <[u8]>::len))
     }
 
     /// The chunk object: the text bytes of its choices.
@@ -251,16 +341,16 @@ impl<'a> Scanner<'a> {
 
 /// The declared fields already met in one object: serde rejects a duplicate.
 #[derive(Default)]
-struct Seen(u8);
+pub(super) struct Seen(u8);
 
 impl Seen {
-    fn first(&mut self, field: u8) -> Option<()> {
+    pub(super) fn first(&mut self, field: u8) -> Option<()> {
         let bit = 1 << field;
         (self.0 & bit == 0).then(|| self.0 |= bit)
     }
 
     /// A declared field the fast path accepts only as `null`.
-    fn null(&mut self, field: u8, s: &mut Scanner<'_>) -> Option<()> {
+    pub(super) fn null(&mut self, field: u8, s: &mut Scanner<'_>) -> Option<()> {
         self.first(field)?;
         s.null().then_some(())
     }

@@ -2,7 +2,7 @@
 //! ignores where noted).
 
 /// Every fixture, for properties that hold for all of them.
-pub(super) const ALL: &[&str] = &[
+pub(in crate::sse) const ALL: &[&str] = &[
     OPENAI_CHAT,
     OPENAI_CHAT_TOOLS,
     OPENAI_CHAT_REASONING,
@@ -18,7 +18,7 @@ pub(super) const ALL: &[&str] = &[
 
 /// Chat completions with `stream_options.include_usage`: role chunk, text (with escapes and a
 /// literal emoji), finish chunk, usage-only chunk, `[DONE]`.
-pub(super) const OPENAI_CHAT: &str = r#"data: {"id":"chatcmpl-B9MHDbslfkBeAs8l","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}
+pub(in crate::sse) const OPENAI_CHAT: &str = r#"data: {"id":"chatcmpl-B9MHDbslfkBeAs8l","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-B9MHDbslfkBeAs8l","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"content":"Caf\u00e9"},"logprobs":null,"finish_reason":null}],"usage":null}
 
@@ -35,7 +35,7 @@ data: [DONE]
 "#;
 
 /// Chat completions calling a tool.
-pub(super) const OPENAI_CHAT_TOOLS: &str = r#"data: {"id":"chatcmpl-9xL","object":"chat.completion.chunk","created":1723000000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_DdmO9pD3xa9XTPNJ32zg2hcA","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}]}
+pub(in crate::sse) const OPENAI_CHAT_TOOLS: &str = r#"data: {"id":"chatcmpl-9xL","object":"chat.completion.chunk","created":1723000000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_DdmO9pD3xa9XTPNJ32zg2hcA","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}]}
 
 data: {"id":"chatcmpl-9xL","object":"chat.completion.chunk","created":1723000000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"location\":"}}]},"logprobs":null,"finish_reason":null}]}
 
@@ -48,7 +48,7 @@ data: [DONE]
 "#;
 
 /// A DeepSeek-style reasoning stream: `reasoning_content` first, then content.
-pub(super) const OPENAI_CHAT_REASONING: &str = r#"data: {"id":"6f1c","object":"chat.completion.chunk","created":1738000000,"model":"deepseek-reasoner","system_fingerprint":"fp_7e73fd9a08","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":""},"logprobs":null,"finish_reason":null}]}
+pub(in crate::sse) const OPENAI_CHAT_REASONING: &str = r#"data: {"id":"6f1c","object":"chat.completion.chunk","created":1738000000,"model":"deepseek-reasoner","system_fingerprint":"fp_7e73fd9a08","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":""},"logprobs":null,"finish_reason":null}]}
 
 data: {"id":"6f1c","object":"chat.completion.chunk","created":1738000000,"model":"deepseek-reasoner","system_fingerprint":"fp_7e73fd9a08","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"Okay, the user"},"logprobs":null,"finish_reason":null}]}
 
@@ -57,7 +57,7 @@ data: {"id":"6f1c","object":"chat.completion.chunk","created":1738000000,"model"
 "#;
 
 /// An OpenRouter-style stream: processing comments, then an error inside the `200`.
-pub(super) const OPENAI_CHAT_MIDSTREAM_ERROR: &str = r#": OPENROUTER PROCESSING
+pub(in crate::sse) const OPENAI_CHAT_MIDSTREAM_ERROR: &str = r#": OPENROUTER PROCESSING
 
 data: {"id":"gen-1741","provider":"Example","model":"example/model","object":"chat.completion.chunk","created":1741000000,"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null,"native_finish_reason":null}]}
 
@@ -68,13 +68,13 @@ data: {"id":"gen-1741","object":"chat.completion.chunk","created":1741000000,"er
 "#;
 
 /// OpenAI's own mid-stream failure shape.
-pub(super) const OPENAI_CHAT_SERVER_ERROR: &str = r#"data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}
+pub(in crate::sse) const OPENAI_CHAT_SERVER_ERROR: &str = r#"data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}
 
 "#;
 
 /// Anthropic Messages with extended thinking: message_start, ping, thinking (incl. an empty
 /// thinking_delta), signature, text, message_delta with usage, message_stop.
-pub(super) const ANTHROPIC: &str = r#"event: message_start
+pub(in crate::sse) const ANTHROPIC: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":7,"cache_read_input_tokens":12,"output_tokens":1}}}
 
 event: content_block_start
@@ -116,7 +116,7 @@ data: {"type":"message_stop"}
 "#;
 
 /// Anthropic tool use: the first input_json_delta is empty, as the API sends it.
-pub(super) const ANTHROPIC_TOOL_USE: &str = r#"event: message_start
+pub(in crate::sse) const ANTHROPIC_TOOL_USE: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_014p7gG3wDgGV9EUtLvnow3U","type":"message","role":"assistant","model":"claude-haiku-4-5","stop_sequence":null,"usage":{"input_tokens":472,"output_tokens":2},"content":[],"stop_reason":null}}
 
 event: content_block_start
@@ -140,7 +140,7 @@ data: {"type":"message_stop"}
 "#;
 
 /// Anthropic's in-band overload after text had started.
-pub(super) const ANTHROPIC_OVERLOADED: &str = r#"event: message_start
+pub(in crate::sse) const ANTHROPIC_OVERLOADED: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}
 
 event: content_block_delta
@@ -152,7 +152,7 @@ data: {"type": "error", "error": {"type": "overloaded_error", "message": "Overlo
 "#;
 
 /// Responses API with a reasoning summary, text and completion usage.
-pub(super) const RESPONSES: &str = r#"event: response.created
+pub(in crate::sse) const RESPONSES: &str = r#"event: response.created
 data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_67c9fdcecf488190","object":"response","created_at":1741290958,"status":"in_progress","error":null,"incomplete_details":null,"model":"o4-mini-2025-04-16","output":[],"usage":null}}
 
 event: response.in_progress
@@ -191,7 +191,7 @@ data: {"type":"response.completed","sequence_number":11,"response":{"id":"resp_6
 "#;
 
 /// Responses function calling, then an `incomplete` ending.
-pub(super) const RESPONSES_TOOLS: &str = r#"event: response.output_item.added
+pub(in crate::sse) const RESPONSES_TOOLS: &str = r#"event: response.output_item.added
 data: {"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"get_weather"}}
 
 event: response.function_call_arguments.delta
@@ -206,7 +206,7 @@ data: {"type":"response.incomplete","sequence_number":5,"response":{"id":"resp_2
 "#;
 
 /// Responses error events: the top-level `error` event and `response.failed`.
-pub(super) const RESPONSES_ERRORS: &str = r#"event: error
+pub(in crate::sse) const RESPONSES_ERRORS: &str = r#"event: error
 data: {"type":"error","code":"server_error","message":"The server had an error while processing your request.","param":null,"sequence_number":3}
 
 event: response.failed

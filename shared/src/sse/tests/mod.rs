@@ -1,7 +1,7 @@
 //! Tests for the SSE tap: captured-looking fixtures per format, parser edge cases, property
 //! tests for chunk-split invariance and bounded memory, and watchdog decision tables.
 
-mod fixtures;
+pub(in crate::sse) mod fixtures;
 mod inspect;
 mod parser;
 mod prescan;

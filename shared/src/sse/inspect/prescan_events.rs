@@ -1,0 +1,153 @@
+//! Fast paths for the commonest events of the two named-event formats: Anthropic
+//! `content_block_delta` and the OpenAI Responses delta events (`response.output_text.delta`
+//! and the like).
+//!
+//! A stream is mostly such deltas, and each cost a serde parse. These scanners reuse the chat
+//! pre-scan's strict walker ([`super::prescan::Scanner`]): the fields the full parse declares
+//! are accepted only in the shapes that make its answer depend on nothing else (a string or
+//! `null`; `usage`, `message`, `content_block`, `item` and `response` only as `null`),
+//! duplicates of a declared field are refused as serde refuses them, and every other field is
+//! skipped with validation. Anything else answers `None` and the caller runs the full parse,
+//! so the classification is always the one [`super::super::formats`] gives.
+
+use super::prescan::{Scanner, Seen, whole};
+use super::{EventInfo, EventKind};
+
+#[cfg(test)]
+mod tests;
+
+/// The fields of an Anthropic event the answer depends on.
+#[derive(Default)]
+struct AnthEvent<'a> {
+    kind: Option<&'a [u8]>,
+    delta: Option<AnthDelta<'a>>,
+}
+
+#[derive(Default)]
+struct AnthDelta<'a> {
+    kind: Option<&'a [u8]>,
+    text: usize,
+}
+
+/// The classification of an Anthropic `content_block_delta`, or `None` when the full parse
+/// must decide.
+pub(in crate::sse) fn anthropic(name: Option<&[u8]>, data: &[u8]) -> Option<EventInfo> {
+    // Other names are rare (one or two per turn) or answered before any parse.
+    if !matches!(name, None | Some(b"content_block_delta")) {
+        return None;
+    }
+    let ev = whole(data, anth_event)?;
+    if name.or(ev.kind) != Some(b"content_block_delta") {
+        return None;
+    }
+    let Some(delta) = ev.delta else {
+        return Some(EventInfo::of(EventKind::Other));
+    };
+    Some(match delta.kind {
+        Some(b"text_delta") if delta.text > 0 => EventInfo {
+            useful_text_bytes: delta.text,
+            ..EventInfo::of(EventKind::Content)
+        },
+        Some(b"thinking_delta" | b"signature_delta") => EventInfo::of(EventKind::Reasoning),
+        Some(b"input_json_delta") => EventInfo::of(EventKind::ToolCall),
+        _ => EventInfo::of(EventKind::Other),
+    })
+}
+
+fn anth_event<'a>(s: &mut Scanner<'a>) -> Option<AnthEvent<'a>> {
+    let (mut ev, mut seen) = (AnthEvent::default(), Seen::default());
+    s.object(|s, key| match key {
+        b"type" => {
+            seen.first(0)?;
+            ev.kind = s.opt_string()?;
+            Some(())
+        }
+        b"delta" => {
+            seen.first(1)?;
+            if !s.null() {
+                ev.delta = Some(anth_delta(s)?);
+            }
+            Some(())
+        }
+        b"usage" => seen.null(2, s),
+        b"message" => seen.null(3, s),
+        b"content_block" => seen.null(4, s),
+        _ => s.skip(1),
+    })?;
+    Some(ev)
+}
+
+fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
+    let (mut delta, mut seen) = (AnthDelta::default(), Seen::default());
+    s.object(|s, key| match key {
+        b"type" => {
+            seen.first(0)?;
+            delta.kind = s.opt_string()?;
+            Some(())
+        }
+        b"text" => {
+            seen.first(1)?;
+            delta.text = s.text_len()?;
+            Some(())
+        }
+        b"stop_reason" => {
+            seen.first(2)?;
+            s.opt_string().map(drop)
+        }
+        _ => s.skip(2),
+    })?;
+    Some(delta)
+}
+
+/// The fields of a Responses event the answer depends on.
+#[derive(Default)]
+struct RespEvent<'a> {
+    kind: Option<&'a [u8]>,
+    delta: usize,
+}
+
+/// The classification of a Responses event that carries no `item` or `response` object and
+/// is not one of the events the full parse reads further (errors, failure, completion, output
+/// items), or `None`.
+pub(in crate::sse) fn responses(name: Option<&[u8]>, data: &[u8]) -> Option<EventInfo> {
+    if name == Some(b"error") {
+        return None;
+    }
+    let ev = whole(data, resp_event)?;
+    let kind = name.or(ev.kind).unwrap_or_default();
+    Some(match kind {
+        b"error"
+        | b"response.failed"
+        | b"response.completed"
+        | b"response.incomplete"
+        | b"response.output_item.added"
+        | b"response.output_item.done" => return None,
+        b"response.output_text.delta" | b"response.refusal.delta" if ev.delta > 0 => EventInfo {
+            useful_text_bytes: ev.delta,
+            ..EventInfo::of(EventKind::Content)
+        },
+        k if k.starts_with(b"response.reasoning") => EventInfo::of(EventKind::Reasoning),
+        k if memchr::memmem::find(k, b"_call").is_some() => EventInfo::of(EventKind::ToolCall),
+        _ => EventInfo::of(EventKind::Other),
+    })
+}
+
+fn resp_event<'a>(s: &mut Scanner<'a>) -> Option<RespEvent<'a>> {
+    let (mut ev, mut seen) = (RespEvent::default(), Seen::default());
+    s.object(|s, key| match key {
+        b"type" => {
+            seen.first(0)?;
+            ev.kind = s.opt_string()?;
+            Some(())
+        }
+        b"delta" => {
+            seen.first(1)?;
+            ev.delta = s.text_len()?;
+            Some(())
+        }
+        b"item" => seen.null(2, s),
+        b"response" => seen.null(3, s),
+        _ => s.skip(1),
+    })?;
+    Some(ev)
+}
