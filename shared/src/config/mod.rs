@@ -23,6 +23,7 @@ mod combo;
 mod egress;
 mod error;
 mod fallback;
+mod multi_call;
 mod provider;
 mod resolve;
 mod secrets;
@@ -44,6 +45,7 @@ use crate::settings::ResiliencePatch;
 pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
 pub use egress::EgressLockConfig;
 pub use error::{ConfigError, ConfigErrors};
+pub use multi_call::{FusionOptions, PipelineOptions, StepFailure};
 pub use fallback::{EmergencyFallback, FallbackConfig, global_fallback_applies};
 pub use provider::{
     ConnectionConfig, ConnectionRateLimit, ConnectionStrategy, ErrorRule, ProviderConfig,
