@@ -45,8 +45,8 @@ use crate::settings::ResiliencePatch;
 pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
 pub use egress::EgressLockConfig;
 pub use error::{ConfigError, ConfigErrors};
-pub use multi_call::{FusionOptions, PipelineOptions, StepFailure};
 pub use fallback::{EmergencyFallback, FallbackConfig, global_fallback_applies};
+pub use multi_call::{FusionOptions, PipelineOptions, StepFailure};
 pub use provider::{
     ConnectionConfig, ConnectionRateLimit, ConnectionStrategy, ErrorRule, ProviderConfig,
     ProviderFormat, ProviderTimeouts, StatusRestatementRule,

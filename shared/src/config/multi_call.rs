@@ -188,10 +188,7 @@ mod tests {
         );
         assert_eq!(f.panel_limit(3), 3);
         assert_eq!(f.panel_limit(9), 5);
-        let sized = FusionOptions {
-            panel_size: 2,
-            ..f
-        };
+        let sized = FusionOptions { panel_size: 2, ..f };
         assert_eq!(sized.panel_limit(9), 2);
         assert_eq!(
             PipelineOptions::default().step_prompt,

@@ -43,8 +43,7 @@ pub async fn run(
     combo: &ComboRoute,
 ) -> Result<Routed, GatewayError> {
     let policy = PanelPolicy::from(&combo.fusion);
-    let body =
-        prompt::with_messages(&req.body.raw, req.format, &[], false).map_err(shape_error)?;
+    let body = prompt::with_messages(&req.body.raw, req.format, &[], false).map_err(shape_error)?;
     let panel_req = sub_request(req, body)?;
     let panel = Panel::collect(rt, &panel_req, combo, &policy).await;
     req.upstream_wait.add(panel_req.upstream_wait.get());
@@ -147,11 +146,8 @@ impl Panel {
                 }
                 Err(e) => {
                     panel.failures.push(format!("{label}: {}", e.code));
-                    let wait = policy::next(
-                        policy,
-                        &progress(&panel, running.len()),
-                        rt.clock.now(),
-                    );
+                    let wait =
+                        policy::next(policy, &progress(&panel, running.len()), rt.clock.now());
                     if panel.answers.len() < limit
                         && policy::may_replace(next_target, combo.targets.len(), wait)
                     {

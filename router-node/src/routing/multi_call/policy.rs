@@ -135,9 +135,15 @@ mod tests {
     fn a_quorum_starts_the_straggler_grace() {
         assert_eq!(next(&P, &at(2, 1, Some(5000)), 5000), Wait::Until(13_000));
         assert_eq!(next(&P, &at(2, 1, Some(5000)), 12_999), Wait::Until(13_000));
-        assert_eq!(next(&P, &at(2, 1, Some(5000)), 13_000), Wait::Stop(Stop::Grace));
+        assert_eq!(
+            next(&P, &at(2, 1, Some(5000)), 13_000),
+            Wait::Stop(Stop::Grace)
+        );
         // The grace never outlasts the hard timeout.
-        assert_eq!(next(&P, &at(2, 1, Some(88_000)), 88_000), Wait::Until(91_000));
+        assert_eq!(
+            next(&P, &at(2, 1, Some(88_000)), 88_000),
+            Wait::Until(91_000)
+        );
         assert_eq!(
             next(&P, &at(2, 1, Some(88_000)), 91_000),
             Wait::Stop(Stop::Timeout)
@@ -146,7 +152,10 @@ mod tests {
 
     #[test]
     fn stops_at_once_when_every_call_ended() {
-        assert_eq!(next(&P, &at(3, 0, Some(2000)), 2000), Wait::Stop(Stop::AllDone));
+        assert_eq!(
+            next(&P, &at(3, 0, Some(2000)), 2000),
+            Wait::Stop(Stop::AllDone)
+        );
         assert_eq!(next(&P, &at(0, 0, None), 1000), Wait::Stop(Stop::AllDone));
     }
 

@@ -58,7 +58,7 @@ pub fn with_messages(
             ClientFormat::OpenAiChat | ClientFormat::Anthropic => "messages",
             ClientFormat::OpenAiResponses => "input",
         };
-        let list = match body.remove(key) {
+        let mut list = match body.remove(key) {
             Some(Value::Array(items)) => items,
             Some(Value::String(text)) if format == ClientFormat::OpenAiResponses => {
                 vec![json!({"role": "user", "content": text})]
@@ -66,7 +66,6 @@ pub fn with_messages(
             None if format == ClientFormat::OpenAiResponses => Vec::new(),
             _ => return Err(BodyShape("the conversation is not a list of messages")),
         };
-        let mut list = list;
         list.extend(
             extra
                 .iter()
@@ -200,7 +199,8 @@ mod tests {
     fn responses_input_as_a_string_becomes_a_message_list() {
         let raw = br#"{"model":"c","input":"Q"}"#;
         let extra = [(Role::User, "judge this")];
-        let out = json_of(&with_messages(raw, ClientFormat::OpenAiResponses, &extra, false).unwrap());
+        let out =
+            json_of(&with_messages(raw, ClientFormat::OpenAiResponses, &extra, false).unwrap());
         assert_eq!(
             out["input"],
             json!([{"role": "user", "content": "Q"}, {"role": "user", "content": "judge this"}])

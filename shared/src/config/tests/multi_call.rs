@@ -53,7 +53,11 @@ fn the_tables_parse_with_their_defaults() {
 #[test]
 fn fusion_and_pipeline_options_are_validated() {
     let mut config = base();
-    let mut fuse = combo("fuse", Strategy::Fusion, &["openai/gpt-4.1", "local/llama3"]);
+    let mut fuse = combo(
+        "fuse",
+        Strategy::Fusion,
+        &["openai/gpt-4.1", "local/llama3"],
+    );
     fuse.fusion.min_panel = 3;
     fuse.fusion.panel_size = 11;
     fuse.fusion.timeout_ms = 0;
@@ -63,7 +67,11 @@ fn fusion_and_pipeline_options_are_validated() {
     pipe.pipeline.step_prompt = "  ".into();
     pipe.fusion.judge = "ghost/model".into();
     config.combos.push(pipe);
-    let mut judged = combo("judged", Strategy::Fusion, &["openai/gpt-4.1", "local/llama3"]);
+    let mut judged = combo(
+        "judged",
+        Strategy::Fusion,
+        &["openai/gpt-4.1", "local/llama3"],
+    );
     judged.fusion.judge = "pipe".into();
     judged.fusion.straggler_grace_ms = 100_000;
     config.combos.push(judged);
@@ -71,16 +79,32 @@ fn fusion_and_pipeline_options_are_validated() {
     assert_error(&errors, "combos[1].fusion.panel_size", "at most 10");
     assert_error(&errors, "combos[1].fusion.timeout_ms", "between 1 and");
     assert_error(&errors, "combos[1].fusion.judge", "the combo itself");
-    assert_error(&errors, "combos[2].pipeline.step_prompt", "must not be empty");
-    assert_error(&errors, "combos[2].fusion.judge", "no provider has id `ghost`");
+    assert_error(
+        &errors,
+        "combos[2].pipeline.step_prompt",
+        "must not be empty",
+    );
+    assert_error(
+        &errors,
+        "combos[2].fusion.judge",
+        "no provider has id `ghost`",
+    );
     assert_error(&errors, "combos[3].fusion.judge", "`pipeline` combo");
     assert_error(&errors, "combos[3].fusion.straggler_grace_ms", "timeout_ms");
 
     let mut config = base();
-    let mut fuse = combo("fuse", Strategy::Fusion, &["openai/gpt-4.1", "local/llama3"]);
+    let mut fuse = combo(
+        "fuse",
+        Strategy::Fusion,
+        &["openai/gpt-4.1", "local/llama3"],
+    );
     fuse.fusion.min_panel = 3;
     config.combos.push(fuse);
-    assert_error(&invalid(&config), "combos[1].fusion.min_panel", "at most the panel (2");
+    assert_error(
+        &invalid(&config),
+        "combos[1].fusion.min_panel",
+        "at most the panel (2",
+    );
     config.combos[1].fusion.min_panel = 2;
     config.combos[1].fusion.judge = "openai/gpt-4.1".into();
     config.validate().unwrap_or_else(|e| panic!("{e}"));
