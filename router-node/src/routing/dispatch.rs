@@ -127,6 +127,12 @@ pub(super) async fn route_resolved(
     req: &RouteRequest,
     resolved: Resolved,
 ) -> Result<Routed, GatewayError> {
+    // `fusion` and `pipeline` call several targets per request instead of ordering them.
+    if let Resolved::Combo(c) = &resolved
+        && c.strategy.is_multi_call()
+    {
+        return super::multi_call::route(rt, req, c.clone()).await;
+    }
     let target_timeout_ms = match &resolved {
         Resolved::Combo(c) => c.options.timeout_ms,
         Resolved::Direct(_) => 0,

@@ -4,6 +4,7 @@
 pub mod dispatch;
 pub mod last_resort;
 pub mod limit_reset;
+pub mod multi_call;
 pub mod observe;
 pub mod pipeline;
 pub mod report;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::multi_call::{FusionOptions, PipelineOptions};
 use crate::Millis;
 use crate::strategy::Strategy;
 
@@ -19,6 +20,10 @@ pub struct ComboConfig {
     pub targets: Vec<ComboTarget>,
     /// `[combos.config]`.
     pub config: ComboOptions,
+    /// `[combos.fusion]`, read when `strategy = "fusion"`.
+    pub fusion: FusionOptions,
+    /// `[combos.pipeline]`, read when `strategy = "pipeline"`.
+    pub pipeline: PipelineOptions,
     /// The unknown `strategy` name this combo was written with, reported by
     /// [`super::Config::warnings`].
     #[serde(skip)]
@@ -32,6 +37,8 @@ impl Default for ComboConfig {
             strategy: Strategy::COMBO_DEFAULT,
             targets: Vec::new(),
             config: ComboOptions::default(),
+            fusion: FusionOptions::default(),
+            pipeline: PipelineOptions::default(),
             unknown_strategy: None,
         }
     }
@@ -45,6 +52,8 @@ struct RawComboConfig {
     strategy: Option<String>,
     targets: Vec<ComboTarget>,
     config: ComboOptions,
+    fusion: FusionOptions,
+    pipeline: PipelineOptions,
 }
 
 impl From<RawComboConfig> for ComboConfig {
@@ -58,6 +67,8 @@ impl From<RawComboConfig> for ComboConfig {
             strategy,
             targets: raw.targets,
             config: raw.config,
+            fusion: raw.fusion,
+            pipeline: raw.pipeline,
             unknown_strategy: unknown.map(|u| u.0),
         }
     }

@@ -23,6 +23,7 @@ mod combo;
 mod egress;
 mod error;
 mod fallback;
+mod multi_call;
 mod provider;
 mod resolve;
 mod secrets;
@@ -45,6 +46,7 @@ pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
 pub use egress::EgressLockConfig;
 pub use error::{ConfigError, ConfigErrors};
 pub use fallback::{EmergencyFallback, FallbackConfig, global_fallback_applies};
+pub use multi_call::{FusionOptions, PipelineOptions, StepFailure};
 pub use provider::{
     ConnectionConfig, ConnectionRateLimit, ConnectionStrategy, ErrorRule, ProviderConfig,
     ProviderFormat, ProviderTimeouts, StatusRestatementRule,

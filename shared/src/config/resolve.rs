@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use super::{ComboOptions, ComboTarget, Config, split_provider_model};
+use super::{
+    ComboOptions, ComboTarget, Config, FusionOptions, PipelineOptions, split_provider_model,
+};
 use crate::strategy::Strategy;
 
 /// One routing target.
@@ -41,6 +43,9 @@ pub struct ComboRoute {
     pub name: String,
     pub strategy: Strategy,
     pub options: ComboOptions,
+    /// `[combos.fusion]` and `[combos.pipeline]` (read by those strategies only).
+    pub fusion: FusionOptions,
+    pub pipeline: PipelineOptions,
     /// In file order; the combo's strategy orders them per request.
     pub targets: Vec<Target>,
 }
@@ -148,6 +153,8 @@ impl ModelIndex {
                 name: combo.name.clone(),
                 strategy: combo.strategy,
                 options: combo.config,
+                fusion: combo.fusion.clone(),
+                pipeline: combo.pipeline.clone(),
                 targets,
             };
             entries.insert(

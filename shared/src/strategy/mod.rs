@@ -150,7 +150,8 @@ fn choose<'a, R: Rng + ?Sized>(
 ) -> Option<usize> {
     let ranked = |rank: Rank| ranked::best(pool.clone(), move |a, b| rank.cmp(a, b));
     match strategy {
-        Strategy::Priority => ranked(Rank::Config),
+        // The multi-call strategies use their targets in configured order.
+        Strategy::Priority | Strategy::Fusion | Strategy::Pipeline => ranked(Rank::Config),
         Strategy::FillFirst => ranked(Rank::Priority),
         Strategy::CostOptimized => ranked(Rank::Cost),
         Strategy::LeastUsed => ranked(Rank::LeastUsed),
@@ -214,7 +215,9 @@ fn arrange<R: Rng + ?Sized>(
                 }
             }
         }
-        Strategy::Priority => sort(rest, &|a, b| Rank::Config.cmp(a, b)),
+        Strategy::Priority | Strategy::Fusion | Strategy::Pipeline => {
+            sort(rest, &|a, b| Rank::Config.cmp(a, b));
+        }
         Strategy::FillFirst => sort(rest, &|a, b| Rank::Priority.cmp(a, b)),
         Strategy::CostOptimized => sort(rest, &|a, b| Rank::Cost.cmp(a, b)),
         Strategy::LeastUsed => sort(rest, &|a, b| Rank::LeastUsed.cmp(a, b)),

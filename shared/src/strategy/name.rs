@@ -52,11 +52,17 @@ pub enum Strategy {
     Auto,
     /// The tightest context window that fits the request first; too small ones last.
     ContextOptimized,
+    /// Not an order: every target (up to the panel size) answers in parallel and a judge model
+    /// synthesises one answer from the panel's (`[combos.fusion]`).
+    Fusion,
+    /// Not an order: the targets are steps run in sequence, each refining the previous step's
+    /// answer (`[combos.pipeline]`).
+    Pipeline,
 }
 
 impl Strategy {
     /// Every strategy, in the order the example config lists them.
-    pub const ALL: [Strategy; 18] = [
+    pub const ALL: [Strategy; 20] = [
         Self::Priority,
         Self::Weighted,
         Self::RoundRobin,
@@ -75,6 +81,8 @@ impl Strategy {
         Self::QuotaWeighted,
         Self::Auto,
         Self::ContextOptimized,
+        Self::Fusion,
+        Self::Pipeline,
     ];
 
     /// Other names for strategies, as the reference accepts them.
@@ -113,6 +121,8 @@ impl Strategy {
             Self::QuotaWeighted => "quota-weighted",
             Self::Auto => "auto",
             Self::ContextOptimized => "context-optimized",
+            Self::Fusion => "fusion",
+            Self::Pipeline => "pipeline",
         }
     }
 
@@ -127,6 +137,13 @@ impl Strategy {
                 | Self::QuotaWeighted
                 | Self::Auto
         )
+    }
+
+    /// Whether the strategy makes several upstream calls per client request (`fusion`,
+    /// `pipeline`) instead of ordering the targets for fallback. The routing order of such a
+    /// combo's targets is their configured order.
+    pub const fn is_multi_call(self) -> bool {
+        matches!(self, Self::Fusion | Self::Pipeline)
     }
 
     /// A name or alias; an unknown name yields [`Strategy::UNKNOWN_FALLBACK`] and the error to

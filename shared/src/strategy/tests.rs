@@ -57,6 +57,8 @@ fn names_round_trip_through_from_str_and_serde() {
         "quota-weighted",
         "auto",
         "context-optimized",
+        "fusion",
+        "pipeline",
     ];
     assert_eq!(config_names.len(), Strategy::ALL.len());
     for (s, name) in Strategy::ALL.into_iter().zip(config_names) {

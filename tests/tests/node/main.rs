@@ -27,6 +27,7 @@ mod error_effects_table;
 mod error_semantics;
 mod error_wiring;
 mod errors;
+mod fusion_pipeline;
 mod last_resort;
 mod lease_moves;
 mod leases;

@@ -1,6 +1,7 @@
 //! Unit tests of the config loader: parse errors, semantic validation, secrets and model
 //! resolution. The full contract file is exercised by `shared/tests/config_contract.rs`.
 
+mod multi_call;
 mod parse;
 mod resolve;
 mod secrets;

@@ -1,0 +1,349 @@
+//! The multi-call combo strategies end to end: `fusion` (a parallel panel, then a judge) and
+//! `pipeline` (steps that refine the previous step's answer), on the real node binary in front
+//! of one mock upstream.
+//!
+//! Every provider (`pa`, `pb`, `pc`, the judges `pj` and `pk`) is the same mock, told apart by
+//! its connection's key; each key is scripted to answer with its own text, so what a judge or a
+//! later step received is read back from the mock's recorded request bodies.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_tests::harness::NodeProcess;
+use switchyard_tests::mock_upstream::{FaultSpec, MockHandle};
+
+use crate::support::http::*;
+
+const MODEL: &str = "gpt-4o-mini";
+const KEY_A: &str = "sk-fusion-a-0000000001";
+const KEY_B: &str = "sk-fusion-b-0000000002";
+const KEY_C: &str = "sk-fusion-c-0000000003";
+const KEY_J: &str = "sk-fusion-j-0000000004";
+const KEY_K: &str = "sk-fusion-k-0000000005";
+
+struct Setup {
+    mock: MockHandle,
+    #[allow(dead_code)]
+    node: NodeProcess,
+    http: reqwest::Client,
+    base: String,
+}
+
+/// The combos: `fuse` (fusion over pa, pb, pc, judged by pj, straggler grace 1 s),
+/// `fuse-stream` (the same panel judged by pk, which is never scripted and so streams the
+/// mock's own answer), `pipe` (pa then pb) and `pipe-skip` (pa, pc, pb skipping failed
+/// steps).
+async fn setup() -> Setup {
+    let mock = mock(4).await;
+    let url = mock.base_url();
+    let mut config = format!(
+        "{}\n[resilience.wait_for_cooldown]\nenabled = false\n",
+        open_auth_no_queue()
+    );
+    for p in ["pa", "pb", "pc", "pj", "pk"] {
+        config.push_str(&provider(p, "openai", &url, &[MODEL], "", ""));
+    }
+    for (c, p, env_name) in [
+        ("ca", "pa", "FUSION_KEY_A"),
+        ("cb", "pb", "FUSION_KEY_B"),
+        ("cc", "pc", "FUSION_KEY_C"),
+        ("cj", "pj", "FUSION_KEY_J"),
+        ("ck", "pk", "FUSION_KEY_K"),
+    ] {
+        config.push_str(&connection(c, p, env_name, "disable_cooling = true"));
+    }
+    let panel = format!(
+        "targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}, \
+         {{ target = \"pc/{MODEL}\" }}]\n[combos.config]\nmax_retries = 0\n"
+    );
+    for (name, judge) in [("fuse", "pj"), ("fuse-stream", "pk")] {
+        config.push_str(&format!(
+            "\n[[combos]]\nname = \"{name}\"\nstrategy = \"fusion\"\n{panel}\
+             [combos.fusion]\nstraggler_grace_ms = 1000\ntimeout_ms = 20000\n\
+             judge = \"{judge}/{MODEL}\"\n"
+        ));
+    }
+    config.push_str(&format!(
+        "\n[[combos]]\nname = \"pipe\"\nstrategy = \"pipeline\"\n\
+         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}]\n\
+         [combos.config]\nmax_retries = 0\n\
+         \n[[combos]]\nname = \"pipe-skip\"\nstrategy = \"pipeline\"\n\
+         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pc/{MODEL}\" }}, \
+         {{ target = \"pb/{MODEL}\" }}]\n\
+         [combos.config]\nmax_retries = 0\n[combos.pipeline]\non_step_failure = \"skip\"\n\
+         step_prompt = \"Improve it.\"\n"
+    ));
+    let node = start_node(
+        config,
+        env(&[
+            ("FUSION_KEY_A", KEY_A),
+            ("FUSION_KEY_B", KEY_B),
+            ("FUSION_KEY_C", KEY_C),
+            ("FUSION_KEY_J", KEY_J),
+            ("FUSION_KEY_K", KEY_K),
+        ]),
+    )
+    .await;
+    let base = node.client_url();
+    Setup {
+        mock,
+        node,
+        http: http(),
+        base,
+    }
+}
+
+/// A non-streamed Chat Completions answer with `text`, in the shape of OpenAI's chat
+/// completion object (https://platform.openai.com/docs/api-reference/chat/object).
+fn answer(text: &str) -> Vec<u8> {
+    json!({
+        "id": "chatcmpl-fusion-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Every request on `key` answers with `text`, after `delay_ms`.
+fn answers(key: &str, text: &str, delay_ms: u64) -> FaultSpec {
+    let mut f = FaultSpec::raw(200, "application/json", answer(text)).for_key(key);
+    if delay_ms > 0 {
+        f.latency_before_headers_ms = Some(delay_ms);
+    }
+    f
+}
+
+/// Every request on `key` fails with a 500.
+fn fails(key: &str) -> FaultSpec {
+    FaultSpec::status(500).for_key(key)
+}
+
+impl Setup {
+    async fn call(&self, combo: &str) -> Reply {
+        post(
+            &self.http,
+            &self.base,
+            "/v1/chat/completions",
+            &chat(combo, false),
+        )
+        .await
+    }
+
+    /// The request bodies the mock received on `key`, oldest first.
+    fn bodies(&self, key: &str) -> Vec<String> {
+        self.mock
+            .stats()
+            .recent_bodies
+            .into_iter()
+            .filter(|b| b.api_key == key)
+            .map(|b| b.body)
+            .collect()
+    }
+
+    fn hits(&self, key: &str) -> u64 {
+        self.mock.stats().requests_for_key(key)
+    }
+}
+
+fn content(v: &Value) -> &str {
+    v["choices"][0]["message"]["content"].as_str().unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fusion_judge_gets_every_panel_answer_and_answers_the_client() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "ANSWER-ALPHA", 0),
+            answers(KEY_B, "ANSWER-BRAVO", 0),
+            answers(KEY_C, "ANSWER-CHARLIE", 0),
+            answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0),
+        ])
+        .unwrap();
+    let r = s.call("fuse").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(content(&r.json()), "THE-JUDGE-SYNTHESIS");
+    assert_eq!(r.header("x-switchyard-fusion-panel"), Some("3"));
+    assert_eq!(r.connection(), "cj");
+    let judged = s.bodies(KEY_J);
+    assert_eq!(judged.len(), 1, "{judged:?}");
+    for text in [
+        "ANSWER-ALPHA",
+        "ANSWER-BRAVO",
+        "ANSWER-CHARLIE",
+        "Say hello",
+    ] {
+        assert!(
+            judged[0].contains(text),
+            "judge request lacks {text}: {}",
+            judged[0]
+        );
+    }
+    let judge: Value = serde_json::from_str(&judged[0]).unwrap();
+    assert_eq!(judge["stream"], false);
+    let panel = s.bodies(KEY_A);
+    assert_eq!(panel.len(), 1);
+    assert!(!panel[0].contains("ANSWER-"), "{}", panel[0]);
+
+    // A client stream: the panel is not streamed, the judge's answer is.
+    let before = s.hits(KEY_A);
+    let r = post_stream(
+        &s.http,
+        &s.base,
+        "/v1/chat/completions",
+        &chat("fuse-stream", true),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.everything());
+    assert_eq!(r.header("x-switchyard-fusion-panel"), Some("3"));
+    assert_eq!(chat_text(&r.events()), mock_text(4));
+    assert_eq!(s.hits(KEY_A), before + 1);
+    let judged = s.bodies(KEY_K);
+    assert_eq!(judged.len(), 1);
+    assert!(judged[0].contains("ANSWER-CHARLIE"), "{}", judged[0]);
+    assert!(judged[0].contains("\"stream\":true"), "{}", judged[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fusion_leaves_a_straggler_out_after_the_grace() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "ANSWER-ALPHA", 0),
+            answers(KEY_B, "ANSWER-BRAVO", 0),
+            answers(KEY_C, "ANSWER-SLOW", 6000),
+            answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0),
+        ])
+        .unwrap();
+    let started = Instant::now();
+    let r = s.call("fuse").await;
+    let took = started.elapsed();
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(content(&r.json()), "THE-JUDGE-SYNTHESIS");
+    assert_eq!(r.header("x-switchyard-fusion-panel"), Some("2"));
+    assert!(took < Duration::from_millis(4500), "took {took:?}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "the grace was not waited: {took:?}"
+    );
+    let judged = s.bodies(KEY_J);
+    assert_eq!(judged.len(), 1);
+    assert!(judged[0].contains("ANSWER-ALPHA") && judged[0].contains("ANSWER-BRAVO"));
+    assert!(!judged[0].contains("ANSWER-SLOW"), "{}", judged[0]);
+    assert_eq!(s.hits(KEY_C), 1, "the straggler was called");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fusion_below_min_panel_falls_back_then_fails_definitely() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "ANSWER-ALPHA", 0),
+            fails(KEY_B),
+            fails(KEY_C),
+            answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0),
+        ])
+        .unwrap();
+    let r = s.call("fuse").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(content(&r.json()), "ANSWER-ALPHA");
+    assert_eq!(
+        r.header("x-switchyard-fusion-fallback"),
+        Some("single-answer")
+    );
+    assert_eq!(r.connection(), "ca");
+    assert_eq!(s.hits(KEY_J), 0, "no judge for a single answer");
+
+    // Now nobody answers: a definite error with type and code, naming the members.
+    s.mock.clear_faults();
+    s.mock
+        .script_all([fails(KEY_A), fails(KEY_B), fails(KEY_C)])
+        .unwrap();
+    let r = s.call("fuse").await;
+    let v = r.assert_error(502, "server_error", "fusion_panel_failed");
+    assert_eq!(r.header("x-switchyard-fusion-panel"), Some("0"));
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("pa/{MODEL}")), "{message}");
+    assert_eq!(s.hits(KEY_J), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_step_two_refines_step_one() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "STEP-ONE-DRAFT", 0),
+            answers(KEY_B, "STEP-TWO-FINAL", 0),
+        ])
+        .unwrap();
+    let r = s.call("pipe").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(content(&r.json()), "STEP-TWO-FINAL");
+    assert_eq!(r.header("x-switchyard-pipeline-steps"), Some("2"));
+    assert_eq!(r.connection(), "cb");
+    let first = s.bodies(KEY_A);
+    assert_eq!(first.len(), 1);
+    assert!(
+        !first[0].contains("Refine the answer above."),
+        "{}",
+        first[0]
+    );
+    let second = s.bodies(KEY_B);
+    assert_eq!(second.len(), 1);
+    let v: Value = serde_json::from_str(&second[0]).unwrap();
+    let messages = v["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{v}");
+    assert_eq!(messages[0]["content"], "Say hello");
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": "STEP-ONE-DRAFT"})
+    );
+    assert_eq!(
+        messages[2],
+        json!({"role": "user", "content": "Refine the answer above."})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pipeline_step_fails_the_combo_or_is_skipped() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "STEP-ONE-DRAFT", 0),
+            fails(KEY_B),
+            fails(KEY_C),
+        ])
+        .unwrap();
+    let r = s.call("pipe").await;
+    let v = r.assert_error(502, "server_error", "pipeline_step_failed");
+    assert_eq!(v["error"]["step"], 2, "{v}");
+    assert_eq!(v["error"]["step_target"], format!("pb/{MODEL}"), "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Step 2 of 2"), "{message}");
+
+    // `skip`: the failed middle step (pc) and the failed last step (pb) are left out; the
+    // client gets step 1's answer.
+    let r = s.call("pipe-skip").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(content(&r.json()), "STEP-ONE-DRAFT");
+    assert_eq!(r.header("x-switchyard-pipeline-steps"), Some("1"));
+    assert_eq!(r.header("x-switchyard-pipeline-skipped"), Some("2,3"));
+    // The last step still got step 1's answer with the configured prompt.
+    let last = s.bodies(KEY_B);
+    let refined = last.last().unwrap();
+    assert!(
+        refined.contains("STEP-ONE-DRAFT") && refined.contains("Improve it."),
+        "{refined}"
+    );
+}
