@@ -261,24 +261,24 @@ pub fn init_tracing() -> LogGuard {
             notes.push(why);
             let _ = registry.try_init();
         }
-        Decision::On { service_name } => match {
+        Decision::On { service_name } => {
             let (sampler, why) =
                 telemetry::sampling::HeadSampler::from_env(&|k| std::env::var(k).ok());
             notes.extend(why);
             telemetry::set_sampler(sampler);
-            telemetry::export::install(service_name)
-        } {
-            Ok((layer, guard)) => {
-                let only_traces = tracing_subscriber::filter::Targets::new()
-                    .with_target(telemetry::TARGET, tracing::Level::TRACE);
-                let _ = registry.with(layer.with_filter(only_traces)).try_init();
-                traces = Some(guard);
+            match telemetry::export::install(service_name) {
+                Ok((layer, guard)) => {
+                    let only_traces = tracing_subscriber::filter::Targets::new()
+                        .with_target(telemetry::TARGET, tracing::Level::TRACE);
+                    let _ = registry.with(layer.with_filter(only_traces)).try_init();
+                    traces = Some(guard);
+                }
+                Err(e) => {
+                    notes.push(format!("{e}; traces are off"));
+                    let _ = registry.try_init();
+                }
             }
-            Err(e) => {
-                notes.push(format!("{e}; traces are off"));
-                let _ = registry.try_init();
-            }
-        },
+        }
     }
     for note in notes {
         tracing::warn!("OpenTelemetry: {note}");
