@@ -143,7 +143,7 @@ fn hits(mock: &MockHandle, key: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lane_accepted_on_one_node_serves_the_other_without_its_own_wall() {
-    let mock = MockUpstream::start(MockConfig::default()).await;
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
     let cluster = start(&mock, 60_000).await;
     let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
     let http = http();
@@ -191,7 +191,7 @@ async fn a_lane_accepted_on_one_node_serves_the_other_without_its_own_wall() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_lane_ends_on_every_node_after_its_reset() {
-    let mock = MockUpstream::start(MockConfig::default()).await;
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
     let cluster = start(&mock, 60_000).await;
     let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
     let http = http();
@@ -241,7 +241,7 @@ fn with_tools(n: usize) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_limit_learned_on_one_node_holds_on_the_other_until_its_ttl() {
-    let mock = MockUpstream::start(MockConfig::default()).await;
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
     let cluster = start(&mock, 3_000).await;
     let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
     let http = http();
