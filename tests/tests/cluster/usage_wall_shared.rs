@@ -12,15 +12,13 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use switchyard_tests::cluster::TestCluster;
+use switchyard_tests::cluster::{MGMT_KEY, TestCluster};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{
     FaultSpec, MockConfig, MockHandle, MockUpstream, WallScript,
 };
 
-use crate::support::http::{
-    MGMT_KEY, connection, messages, open_auth, provider, queue_and_wait_off,
-};
+use crate::support::http::{connection, messages, open_auth, provider, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 
 const KEY_A: &str = "sk-ant-oat01-shared-wall-a";
