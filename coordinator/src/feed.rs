@@ -219,6 +219,20 @@ fn summary(event: &WireEvent) -> String {
         WireEvent::LeaseEvent {
             connection, kind, ..
         } => format!("{connection} lease {kind:?}"),
+        WireEvent::UsageWallShared {
+            connection,
+            lane_ms,
+            ..
+        } => format!("{connection} usage wall (lane {lane_ms} ms)"),
+        WireEvent::ToolLimitLearned {
+            provider,
+            model,
+            limit,
+            ..
+        } => format!("{provider}/{model} tool limit {limit}"),
+        WireEvent::ToolLimitCleared {
+            provider, model, ..
+        } => format!("{provider}/{model} tool limit dropped"),
     }
 }
 

@@ -124,6 +124,35 @@ pub enum WireEvent {
         backoff_level: u32,
         started_epoch_ms: u64,
     },
+    /// A connection's Claude OAuth usage-wall state after a merge in Redis (extend-only):
+    /// each field is the remaining time of one deadline, 0 = none. `lane_ms` is how long
+    /// requests carry the slow header, `lane_reset_ms` the announced reset inside it;
+    /// `reset_backoff` says whether `reset_hold_ms` is the error back-off (else the next
+    /// available reset).
+    UsageWallShared {
+        connection: String,
+        lane_ms: Millis,
+        lane_reset_ms: Millis,
+        reaccept_blocked_ms: Millis,
+        budget_exhausted_ms: Millis,
+        reset_hold_ms: Millis,
+        reset_backoff: bool,
+    },
+    /// A tool limit learned for `provider`'s `model` (the lower one wins), live for
+    /// `remaining_ms`.
+    ToolLimitLearned {
+        provider: String,
+        model: String,
+        limit: u32,
+        remaining_ms: Millis,
+    },
+    /// A request with `tools` tools succeeded on `provider`'s `model`: a learned limit below
+    /// that is dropped.
+    ToolLimitCleared {
+        provider: String,
+        model: String,
+        tools: u32,
+    },
 }
 
 impl WireEvent {
@@ -140,6 +169,9 @@ impl WireEvent {
             Self::SettingsVersion { .. } => "settings_version",
             Self::LeaseEvent { .. } => "lease_event",
             Self::CooldownEased { .. } => "cooldown_eased",
+            Self::UsageWallShared { .. } => "usage_wall_shared",
+            Self::ToolLimitLearned { .. } => "tool_limit_learned",
+            Self::ToolLimitCleared { .. } => "tool_limit_cleared",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `GET /api/resilience/tool-limits`: the tool limits this node learned from "too many
 //! tools" answers, per provider and model. A request declaring more tools than a listed limit
-//! skips that target (`tool_limit`). The limits live in memory until the node restarts or its
-//! config is reloaded.
+//! skips that target (`tool_limit`). A limit lapses after its provider's `tool_limit_ttl_ms`
+//! (`expires_in_ms`), or sooner when a request above it succeeds; it lives in memory (shared
+//! through Redis in redis mode) and a config reload forgets it.
 
 use actix_web::HttpResponse;
 use serde_json::{Value, json};
@@ -12,13 +13,21 @@ use crate::reload::Rt;
 
 /// `GET /api/resilience/tool-limits`.
 pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
+    let now = rt.clock.now();
     let items: Vec<Value> = rt
         .providers
         .iter()
         .flat_map(|p| {
-            p.tool_limits()
-                .into_iter()
-                .map(|(model, limit)| json!({"provider": &*p.id, "model": model, "limit": limit}))
+            p.tool_limits(now).into_iter().map(|(model, l)| {
+                let expires_in_ms = l.expires_at.saturating_sub(now);
+                json!({
+                    "provider": &*p.id,
+                    "model": model,
+                    "limit": l.limit,
+                    "expires_in_ms": expires_in_ms,
+                    "expires_at_unix_ms": rt.clock.epoch_ms().saturating_add(expires_in_ms),
+                })
+            })
         })
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "items": items })))

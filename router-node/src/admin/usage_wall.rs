@@ -1,7 +1,8 @@
 //! `GET /api/resilience/usage-wall`: the Claude OAuth usage wall of every connection that
 //! opted in (`low_priority_mode`, `auto_limit_reset`): its low-priority lane, the blocks on
-//! accepting it again, and what its session-limit reset remembers. The state is this node's
-//! own (`scope: "node"`).
+//! accepting it again, and what its session-limit reset remembers. In embedded mode the state
+//! is this node's own (`scope: "node"`); in redis mode its deadlines are shared with every
+//! node (`scope: "cluster"`).
 
 use actix_web::HttpResponse;
 use serde_json::{Value, json};
@@ -15,6 +16,11 @@ use crate::usage_wall::reset::Held;
 /// `GET /api/resilience/usage-wall`.
 pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
     let now = rt.clock.epoch_ms();
+    let scope = if rt.cluster.is_some() {
+        "cluster"
+    } else {
+        "node"
+    };
     let items: Vec<Value> = rt
         .connections
         .iter()
@@ -22,7 +28,7 @@ pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
         .filter_map(|conn| {
             let provider = rt.providers.get(conn.provider_idx)?;
             let state = rt.usage_wall.snapshot(conn.idx)?;
-            Some(item(&conn.id, &provider.id, conn, &state, now))
+            Some(item(&conn.id, &provider.id, conn, &state, now, scope))
         })
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "items": items, "generatedAt": now })))
@@ -34,6 +40,7 @@ fn item(
     conn: &crate::actors::ConnHandle,
     s: &WallState,
     now: u64,
+    scope: &str,
 ) -> Value {
     let active = |until: Option<u64>| until.filter(|&t| t > now);
     let lane = s.lane.filter(|l| l.until > now).map(|l| {
@@ -50,7 +57,7 @@ fn item(
         "provider": provider,
         "lowPriorityMode": conn.config.low_priority_mode,
         "autoLimitReset": conn.config.auto_limit_reset,
-        "scope": "node",
+        "scope": scope,
         "lane": lane,
         "reacceptBlockedUntil": active(s.reaccept_blocked_until),
         "budgetExhaustedUntil": active(s.budget_exhausted_until),

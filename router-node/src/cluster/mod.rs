@@ -15,8 +15,11 @@
 //!   [`Cluster`] implements); they `try_send` and never wait.
 //! - [`replay`]: the bounded queue of local changes kept while Redis is unreachable.
 //! - [`probe`]: the cluster-wide half-open probe lease.
+//! - [`learned`]: sharing what the request path learns from answers (usage-wall deadlines,
+//!   tool limits), written to Redis and announced from a spawned task.
 //! - [`versions`]: which version of each connection record this node's state stands for.
 
+pub mod learned;
 pub mod probe;
 pub mod replay;
 pub mod versions;

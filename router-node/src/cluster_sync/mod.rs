@@ -6,12 +6,15 @@
 //! - [`sync`]: applies peers' events and resynchronises from Redis on every (re)connect and
 //!   periodically; [`remote`] turns an event into actor messages, and [`adopt`] a newer
 //!   connection record into the messages that make the local state equal to it.
+//! - [`learned`]: merges peers' usage-wall deadlines and tool limits (state without an
+//!   actor).
 //! - [`membership`]: heartbeats and the live node count.
 //! - [`operator`]: operator actions in redis mode fail closed while Redis is unreachable.
 //! - [`settings`]: runtime settings shared through Redis.
 //! - [`permits`]: the leasing tasks of cluster-wide `max_concurrent` caps.
 
 pub mod adopt;
+pub mod learned;
 pub mod membership;
 pub mod operator;
 pub mod permits;

@@ -11,6 +11,7 @@ use switchyard_shared::wire::{BreakerPhase, WireEvent};
 
 use crate::actors::change::{lock_reason_of, lock_target_of};
 use crate::actors::{ApplyRemote, ApplyRemoteBreaker, RemoteConn};
+use crate::cluster_sync::learned;
 use crate::runtime::Runtime;
 
 /// What became of an event.
@@ -168,6 +169,9 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
             ..
         } => to_breaker(rt, provider, *to, *generation, *retry_after_ms, false),
         WireEvent::SettingsVersion { .. } | WireEvent::LeaseEvent { .. } => Applied::NotForActors,
+        WireEvent::UsageWallShared { .. }
+        | WireEvent::ToolLimitLearned { .. }
+        | WireEvent::ToolLimitCleared { .. } => learned::apply(rt, event),
     }
 }
 

@@ -9,17 +9,21 @@
 //! ([`lane`], [`reset`], [`signals`]); the request pipeline makes the calls and the retries
 //! (`routing::pipeline::wall`, `routing::limit_reset`).
 //!
-//! The state is node-local, as in the reference: a restart or a config reload costs one more
-//! wall 429 to accept the lane again.
+//! In embedded mode the state is node-local, as in the reference: a restart or a config
+//! reload costs one more wall 429 to accept the lane again. In redis mode its deadlines are
+//! shared ([`share`]): one node's accepted lane, spent budget, re-acceptance block or reset
+//! hold holds on every node, so the others take the lane without a wall 429 of their own.
 
 pub mod lane;
 pub mod reset;
+pub mod share;
 pub mod signals;
 
 use std::sync::{Mutex, PoisonError};
 
 pub use lane::{Action, Decision, EndReason, Event, Options, Spent, WallState};
 pub use reset::ResetOutcome;
+pub use share::Shared;
 pub use signals::Signals;
 
 /// The usage-wall state of every connection of a routing table, by connection index.

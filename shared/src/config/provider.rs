@@ -48,6 +48,9 @@ impl From<ConnectionStrategy> for Strategy {
     }
 }
 
+/// `tool_limit_ttl_ms` when absent: 6 hours.
+pub const DEFAULT_TOOL_LIMIT_TTL_MS: u64 = 6 * 60 * 60 * 1_000;
+
 /// `[[providers]]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -77,6 +80,10 @@ pub struct ProviderConfig {
     /// Extra (not in the contract): how `/v1/responses` reaches an `openai`-format provider
     /// (passed through to OpenAI's own hosts, translated to chat elsewhere by default).
     pub responses_api: super::ResponsesApi,
+    /// Extra (not in the contract): how long a tool limit learned from a "too many tools"
+    /// answer holds (ms, 6 h by default; at least 1 s). A success with more tools drops it
+    /// earlier.
+    pub tool_limit_ttl_ms: u64,
 }
 
 impl Default for ProviderConfig {
@@ -95,6 +102,7 @@ impl Default for ProviderConfig {
             error_rules: Vec::new(),
             cost_per_1k_tokens: None,
             responses_api: super::ResponsesApi::Auto,
+            tool_limit_ttl_ms: DEFAULT_TOOL_LIMIT_TTL_MS,
         }
     }
 }

@@ -42,6 +42,7 @@ pub mod events;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
+pub mod learned;
 pub mod leases;
 pub mod lockouts;
 pub mod membership;
@@ -66,6 +67,7 @@ pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
+pub use learned::{ToolLimitStored, WallDeadlines, WallMerged};
 pub use leases::{
     FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, LeaseMove, owner_hash,
 };

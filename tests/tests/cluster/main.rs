@@ -28,3 +28,4 @@ mod settings;
 mod supervision;
 mod sync;
 mod throughput;
+mod usage_wall_shared;

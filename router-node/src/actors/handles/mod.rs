@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod provider;
+pub mod tool_limits;
 
 pub use conn::{ConnHandle, ConnSnapshot};
 pub use provider::{BreakerSnapshot, ProviderHandle, endpoint_url};

@@ -1,7 +1,7 @@
 //! A provider as the hot path sees it: the breaker view published by its breaker actor.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_shared::quota_preflight::Thresholds;
 
 use actix::Addr;
@@ -12,6 +12,7 @@ use switchyard_shared::config::ProviderConfig;
 use switchyard_shared::lockout::ModelRef;
 use switchyard_shared::strategy::StrategyState;
 
+use super::tool_limits::{Learned, ToolLimits};
 use crate::actors::ProviderBreakerActor;
 use crate::api::errors::ClientFormat;
 use crate::counters::TransitionCounts;
@@ -115,8 +116,8 @@ pub struct ProviderHandle {
     /// `[quota_preflight]` is off.
     pub quota_preflight: Option<Thresholds>,
     /// Tool limits learned from "too many tools" answers, by model: requests above them skip
-    /// this provider's target (`tool_limit`).
-    tool_limits: Mutex<std::collections::BTreeMap<Box<str>, u32>>,
+    /// this provider's target (`tool_limit`) until the limit lapses (`tool_limit_ttl_ms`).
+    tool_limits: Mutex<ToolLimits>,
 }
 
 impl ProviderHandle {
@@ -140,29 +141,49 @@ impl ProviderHandle {
             endpoints,
             config,
             quota_preflight: None,
-            tool_limits: Mutex::new(std::collections::BTreeMap::new()),
+            tool_limits: Mutex::new(ToolLimits::default()),
         }
     }
 
-    /// Records that `model` takes at most `limit` tools here (a lower limit wins).
-    pub fn record_tool_limit(&self, model: &str, limit: u32) {
-        if let Ok(mut limits) = self.tool_limits.lock() {
-            let entry = limits.entry(Box::from(model)).or_insert(limit);
-            *entry = (*entry).min(limit);
-        }
-    }
-
-    /// The learned tool limit of `model`, if any.
-    pub fn tool_limit(&self, model: &str) -> Option<u32> {
-        self.tool_limits.lock().ok()?.get(model).copied()
-    }
-
-    /// Every learned tool limit, `(model, limit)` in model order (the admin view).
-    pub fn tool_limits(&self) -> Vec<(String, u32)> {
+    /// Records that `model` takes at most `limit` tools here until `expires_at` (a lower
+    /// limit wins, [`ToolLimits::merge`]); the stored limit when it changed.
+    pub fn record_tool_limit(
+        &self,
+        model: &str,
+        limit: u32,
+        expires_at: Millis,
+        now: Millis,
+    ) -> Option<Learned> {
         self.tool_limits
             .lock()
-            .map(|l| l.iter().map(|(m, n)| (m.to_string(), *n)).collect())
-            .unwrap_or_default()
+            .unwrap_or_else(PoisonError::into_inner)
+            .merge(model, limit, expires_at, now)
+    }
+
+    /// The live learned tool limit of `model`, if any.
+    pub fn tool_limit(&self, model: &str, now: Millis) -> Option<u32> {
+        self.tool_limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(model, now)
+            .map(|l| l.limit)
+    }
+
+    /// A success on `model` that carried `tools` tools: drops a learned limit below that
+    /// count (it was wrong). Returns the dropped limit.
+    pub fn tool_limit_success(&self, model: &str, tools: usize) -> Option<u32> {
+        self.tool_limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_success(model, tools)
+    }
+
+    /// Every live learned tool limit, in model order (the admin view).
+    pub fn tool_limits(&self, now: Millis) -> Vec<(String, Learned)> {
+        self.tool_limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .live(now)
     }
 
     /// The same handle with the quota preflight on at `thresholds` (`None`: off).

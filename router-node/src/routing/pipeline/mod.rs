@@ -139,7 +139,7 @@ pub async fn run_target(
             return Ok(None);
         }
     };
-    if let Some(limit) = ctx.provider.tool_limit(&ctx.model)
+    if let Some(limit) = ctx.provider.tool_limit(&ctx.model, rt.clock.now())
         && tool_limit::tool_count(&req.body.raw) > limit as usize
     {
         return Ok(release(ctx, rc, TargetSkip::ToolLimit { limit }));

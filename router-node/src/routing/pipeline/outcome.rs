@@ -50,6 +50,7 @@ pub fn on_success(
     let probe = ctx.probe.take();
     let generation = probe.as_ref().and_then(actors::ProbeGuard::generation);
     observe::on_success(rt, &provider, &conn, &ctx.model, probe, started);
+    super::tool_limit::on_success(rt, req, &provider, &ctx.model);
     let (latency_ms, quota_headers) = match &body {
         RoutedBody::Json(ok) => (ok.elapsed_ms, &ok.quota_headers),
         RoutedBody::Stream(stream) => (stream.ready_after_ms, &stream.quota_headers),
@@ -112,7 +113,7 @@ pub async fn on_failure(
         block: judged.failure.block,
     });
     if judged.classification.is_tool_limit() {
-        super::tool_limit::learn(req, ctx, failure);
+        super::tool_limit::learn(rt, req, ctx, failure);
     }
     let mut upstream = judged.failure;
     if target_timed_out {

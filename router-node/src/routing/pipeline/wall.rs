@@ -6,7 +6,9 @@
 //! over (the lane accepted, a slot wait, the session-limit reset claimed) is retried here on
 //! the same connection and never reaches step 5, so the connection is neither cooled, nor
 //! counted on the breaker, nor rotated away. Every other answer goes on to step 5 as it came.
-//! Connections without the opt-ins pay one branch.
+//! Connections without the opt-ins pay one branch. In redis mode an accepted lane, a spent
+//! budget, a `max_wait` block and the reset's hold are handed to the cluster
+//! (`cluster::learned`), so the other nodes take the lane without a wall 429 of their own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +22,7 @@ use crate::actors::ConnHandle;
 use crate::routing::dispatch::{RouteRequest, RoutedBody};
 use crate::routing::limit_reset;
 use crate::runtime::RoutingTable;
-use crate::usage_wall::{Action, Event, Options, ResetOutcome, Signals, Spent};
+use crate::usage_wall::{Action, EndReason, Event, Options, ResetOutcome, Signals, Spent};
 
 /// The most same-connection retries one attempt makes at the wall. The waits have their own
 /// bounds (`slow-max-wait`, the start budget); this one only stops an upstream that keeps
@@ -130,8 +132,31 @@ fn decide(
     record(rt, conn, decision.event);
     if let Some(event) = decision.event {
         tracing::info!(connection = %conn.id, event = event.label(), "usage wall");
+        if shares(event) {
+            share(rt, conn);
+        }
     }
     decision.action
+}
+
+/// Whether an event set a deadline the other nodes must know (redis mode).
+fn shares(event: Event) -> bool {
+    matches!(
+        event,
+        Event::Accepted | Event::Ended(EndReason::MaxWait | EndReason::BudgetExhausted)
+    )
+}
+
+/// Hands the connection's deadlines to the cluster (redis mode; a spawned write, never
+/// waited on).
+fn share(rt: &RoutingTable, conn: &ConnHandle) {
+    let Some(cluster) = &rt.cluster else {
+        return;
+    };
+    let now = rt.clock.epoch_ms();
+    if let Some(shared) = rt.usage_wall.with(conn.idx, |s| s.shared(now)) {
+        cluster.share_usage_wall(&conn.id, shared);
+    }
 }
 
 fn record(rt: &RoutingTable, conn: &ConnHandle, event: Option<Event>) {
@@ -197,10 +222,13 @@ impl PendingClaim<'_> {
             .usage_wall_event(&self.conn.id, outcome.label());
         tracing::info!(connection = %self.conn.id, outcome = outcome.label(), "session-limit reset");
         let now = self.rt.clock.epoch_ms();
-        self.rt
+        let again = self
+            .rt
             .usage_wall
             .with(self.conn.idx, |s| s.reset.settle(outcome, now))
-            .unwrap_or(false)
+            .unwrap_or(false);
+        share(self.rt, self.conn);
+        again
     }
 }
 

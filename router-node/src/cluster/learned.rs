@@ -1,0 +1,171 @@
+//! Sharing what the request path learns from upstream answers: a connection's usage-wall
+//! deadlines and a target's tool limit.
+//!
+//! Why here and not through the writer: these are not actor state, and the request path must
+//! not wait on Redis. Each write is a spawned task: the extend-only script in Redis
+//! (`store::learned`), then, when it changed anything, a wire event with what Redis now holds,
+//! so the peers merge it on arrival (`cluster_sync::remote`). A failed write is logged and
+//! dropped: the state stays correct on this node, and the next change writes it again.
+
+use std::sync::Arc;
+
+use switchyard_shared::Millis;
+use switchyard_shared::store::WallDeadlines;
+use switchyard_shared::wire::{self, Envelope, WireEvent};
+
+use super::Cluster;
+use crate::metrics::cluster::EventResult;
+use crate::usage_wall::Shared;
+
+/// The wire and store form of a connection's shared usage-wall state.
+pub fn deadlines(s: &Shared) -> WallDeadlines {
+    WallDeadlines {
+        lane_ms: s.lane_ms,
+        lane_reset_ms: s.lane_reset_ms,
+        reaccept_blocked_ms: s.reaccept_blocked_ms,
+        budget_exhausted_ms: s.budget_exhausted_ms,
+        reset_hold_ms: s.reset_hold_ms,
+        reset_backoff: s.reset_backoff,
+    }
+}
+
+/// A usage-wall event's deadlines, as the state policy takes them.
+pub fn shared_of(event: &WireEvent) -> Option<(&str, Shared)> {
+    match event {
+        WireEvent::UsageWallShared {
+            connection,
+            lane_ms,
+            lane_reset_ms,
+            reaccept_blocked_ms,
+            budget_exhausted_ms,
+            reset_hold_ms,
+            reset_backoff,
+        } => Some((
+            connection,
+            Shared {
+                lane_ms: *lane_ms,
+                lane_reset_ms: *lane_reset_ms,
+                reaccept_blocked_ms: *reaccept_blocked_ms,
+                budget_exhausted_ms: *budget_exhausted_ms,
+                reset_hold_ms: *reset_hold_ms,
+                reset_backoff: *reset_backoff,
+            },
+        )),
+        _ => None,
+    }
+}
+
+impl Cluster {
+    /// Writes connection `conn`'s usage-wall deadlines to Redis and announces the result.
+    pub fn share_usage_wall(self: &Arc<Self>, conn: &str, shared: Shared) {
+        if shared.is_empty() {
+            return;
+        }
+        let cluster = self.clone();
+        let conn = conn.to_owned();
+        tokio::spawn(async move {
+            match cluster
+                .store
+                .usage_wall_merge(&conn, deadlines(&shared))
+                .await
+            {
+                Ok(merged) if merged.changed => {
+                    let d = merged.deadlines;
+                    let event = WireEvent::UsageWallShared {
+                        connection: conn,
+                        lane_ms: d.lane_ms,
+                        lane_reset_ms: d.lane_reset_ms,
+                        reaccept_blocked_ms: d.reaccept_blocked_ms,
+                        budget_exhausted_ms: d.budget_exhausted_ms,
+                        reset_hold_ms: d.reset_hold_ms,
+                        reset_backoff: d.reset_backoff,
+                    };
+                    cluster.announce(event).await;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(connection = %conn, error = %e, "usage wall not shared");
+                }
+            }
+        });
+    }
+
+    /// Writes a tool limit learned for `provider`'s `model` and announces the stored one.
+    pub fn share_tool_limit(
+        self: &Arc<Self>,
+        provider: &str,
+        model: &str,
+        limit: u32,
+        ttl: Millis,
+    ) {
+        let cluster = self.clone();
+        let (provider, model) = (provider.to_owned(), model.to_owned());
+        tokio::spawn(async move {
+            match cluster
+                .store
+                .tool_limit_learn(&provider, &model, limit, ttl)
+                .await
+            {
+                Ok(stored) if stored.changed => {
+                    if let Some(limit) = stored.limit {
+                        let event = WireEvent::ToolLimitLearned {
+                            provider,
+                            model,
+                            limit,
+                            remaining_ms: stored.remaining_ms,
+                        };
+                        cluster.announce(event).await;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(%provider, error = %e, "tool limit not shared"),
+            }
+        });
+    }
+
+    /// A success with `tools` tools on `provider`'s `model`: drops a shared limit below it.
+    pub fn clear_tool_limit(self: &Arc<Self>, provider: &str, model: &str, tools: usize) {
+        let cluster = self.clone();
+        let (provider, model) = (provider.to_owned(), model.to_owned());
+        let tools = u32::try_from(tools).unwrap_or(u32::MAX);
+        tokio::spawn(async move {
+            match cluster
+                .store
+                .tool_limit_drop(&provider, &model, tools)
+                .await
+            {
+                // Announced even when Redis had nothing: peers may hold it from an event.
+                Ok(_) => {
+                    let event = WireEvent::ToolLimitCleared {
+                        provider,
+                        model,
+                        tools,
+                    };
+                    cluster.announce(event).await;
+                }
+                Err(e) => tracing::debug!(%provider, error = %e, "tool limit not dropped"),
+            }
+        });
+    }
+
+    /// Publishes `event` from this node (the writer's envelope, counted the same way).
+    async fn announce(&self, event: WireEvent) {
+        let kind = event.kind();
+        let envelope = Envelope {
+            origin_node: self.node_id.clone(),
+            origin_ts_ms: super::wall_ms(),
+            seq: self.sync.next_seq(),
+            event,
+        };
+        let published = match wire::encode(&envelope) {
+            Ok(payload) => self.store.publish(&payload).await.is_ok(),
+            Err(_) => false,
+        };
+        let result = if published {
+            EventResult::Published
+        } else {
+            EventResult::Dropped
+        };
+        self.metrics.event(kind, result);
+    }
+}

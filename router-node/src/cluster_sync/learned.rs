@@ -1,0 +1,57 @@
+//! Merging a peer's learned state into this node: a connection's usage-wall deadlines and a
+//! target's tool limit (announced by `cluster::learned`).
+//!
+//! Why separate from the actor messages in [`super::remote`]: this state has no actor; it is
+//! merged in place, extend-only, so a late or repeated event never shortens anything.
+
+use switchyard_shared::wire::WireEvent;
+
+use super::remote::Applied;
+use crate::cluster::learned::shared_of;
+use crate::runtime::Runtime;
+
+/// Merges one learned-state event; `Dropped` when the connection or provider is not here.
+pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
+    if let Some((connection, shared)) = shared_of(event) {
+        let Some(conn) = rt.connection(connection) else {
+            return Applied::Dropped;
+        };
+        let now = rt.clock.epoch_ms();
+        let changed = rt.usage_wall.with(conn.idx, |s| s.adopt(&shared, now));
+        if changed == Some(true) {
+            tracing::info!(
+                connection,
+                lane_ms = shared.lane_ms,
+                "usage wall adopted from a peer"
+            );
+        }
+        return Applied::Applied;
+    }
+    match event {
+        WireEvent::ToolLimitLearned {
+            provider,
+            model,
+            limit,
+            remaining_ms,
+        } => {
+            let Some(p) = rt.provider(provider) else {
+                return Applied::Dropped;
+            };
+            let now = rt.clock.now();
+            p.record_tool_limit(model, *limit, now.saturating_add(*remaining_ms), now);
+            Applied::Applied
+        }
+        WireEvent::ToolLimitCleared {
+            provider,
+            model,
+            tools,
+        } => {
+            let Some(p) = rt.provider(provider) else {
+                return Applied::Dropped;
+            };
+            p.tool_limit_success(model, *tools as usize);
+            Applied::Applied
+        }
+        _ => Applied::NotForActors,
+    }
+}
