@@ -348,6 +348,8 @@ fn committed_body(
     let rt_heartbeat = rt.settings.load().stream.heartbeat_interval_ms;
     // Time to first content of the committed attempt (the commit point).
     let ttft_ms = stream.ready_after_ms;
+    // Truncations inside the stream recovery hold reopened before this stream.
+    let recovered = stream.reopens;
     // An upstream may echo this connection's key in error text relayed after the commit.
     let secret = conn.api_key.clone();
     let log_secret = secret.clone();
@@ -381,6 +383,7 @@ fn committed_body(
                 .u64("status", 200)
                 .bool("stream", true)
                 .u64("ttft_ms", ttft_ms)
+                .u64("recovered", u64::from(recovered))
                 .bool("completed", end.completed)
                 .bool("client_disconnected", end.client_disconnected)
                 .str("abort", end.abort.as_ref().map_or("-", |a| a.code()))

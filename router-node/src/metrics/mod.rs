@@ -185,6 +185,7 @@ pub struct Metrics {
     body_retries: IntCounterVec,
     /// Last-resort dispatches (global fallback model, emergency fallback) by result.
     last_resorts: IntCounterVec,
+    stream_recoveries: IntCounterVec,
     /// Sessions' combo pins cleared after consecutive combo failures.
     session_pins_cleared: IntCounter,
     /// Egress siblings a quota or rate 429 was spread to, by the origin's provider.
@@ -456,6 +457,12 @@ impl Metrics {
             "Last-resort dispatches after routing failed: kind global (a combo's 502/503 on global_fallback_model) or emergency (a direct request on the emergency target), result served or failed.",
             &["kind", "result"],
         )?;
+        let stream_recoveries = counter_vec(
+            r,
+            "switchyard_stream_recoveries_total",
+            "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED).",
+            &["kind", "outcome"],
+        )?;
         let egress_sibling_locks = counter_vec(
             r,
             "switchyard_egress_sibling_locks_total",
@@ -515,6 +522,7 @@ impl Metrics {
             lease_moves,
             body_retries,
             last_resorts,
+            stream_recoveries,
             session_pins_cleared,
             egress_sibling_locks,
             usage_wall_events,
@@ -562,6 +570,14 @@ impl Metrics {
     /// `failed`.
     pub fn last_resort(&self, kind: &str, result: &str) {
         self.last_resorts.with_label_values(&[kind, result]).inc();
+    }
+
+    /// Counts a stream recovery decision: `kind` `reopen`, `outcome` `reopened` or
+    /// `exhausted`.
+    pub fn stream_recovery(&self, kind: &str, outcome: &str) {
+        self.stream_recoveries
+            .with_label_values(&[kind, outcome])
+            .inc();
     }
 
     /// The cluster permits this node holds for a (configured) connection.
@@ -620,6 +636,7 @@ impl Metrics {
             lease_moves: self.lease_moves.clone(),
             body_retries: self.body_retries.clone(),
             last_resorts: self.last_resorts.clone(),
+            stream_recoveries: self.stream_recoveries.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),
             egress_sibling_locks: self.egress_sibling_locks.clone(),
             usage_wall_events: self.usage_wall_events.clone(),

@@ -174,6 +174,7 @@ pub(super) async fn route_resolved(
             skips: Some(rt.metrics.skips()),
             ..Report::default()
         },
+        reopens: 0,
     };
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;

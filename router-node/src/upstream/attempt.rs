@@ -32,16 +32,16 @@ use http::Response;
 use switchyard_shared::Millis;
 use switchyard_shared::classify::{self, TransportFailure};
 use switchyard_shared::sse::{
-    EventKind, ReadinessState, SseItem, SseParser, StreamAbort, StreamWatch, Usage, inspect_item,
+    EventKind, SseItem, SseParser, StreamAbort, StreamWatch, Usage, inspect_item,
 };
 
 use super::body::{self, MAX_ERROR_BODY_BYTES, MAX_JSON_BODY_BYTES, ReadLimits, ReadStop};
+use super::gate;
 use super::headers;
+use super::hold::HoldPolicy;
 use super::request::{self, AttemptRequest};
-use super::sse_format;
-use super::stream::{CommittedStream, LiveStream};
+use super::stream::CommittedStream;
 use super::wait::UpstreamWait;
-use crate::clock::Clock;
 use crate::transport::{RespBody, TransportError};
 
 /// An error body is read for at most this long (bounded by the deadline too).
@@ -92,6 +92,9 @@ pub struct AttemptFailure {
     pub stream_abort: Option<StreamAbort>,
     /// The upstream answered `2xx` but its body or first event was an error.
     pub in_band_error: bool,
+    /// A stream that had shown content failed inside the stream recovery hold (see
+    /// [`super::hold`]): nothing reached the client, and the request may reopen it.
+    pub truncated_in_hold: bool,
     pub elapsed_ms: Millis,
 }
 
@@ -103,6 +106,16 @@ pub async fn attempt(req: AttemptRequest) -> AttemptResult {
 /// [`attempt`], adding the time spent awaiting the upstream to `wait` (for the
 /// gateway-overhead metric): the response head, then the body or the first content event.
 pub async fn attempt_waiting(req: AttemptRequest, wait: &UpstreamWait) -> AttemptResult {
+    attempt_holding(req, wait, None).await
+}
+
+/// [`attempt_waiting`] with the stream recovery hold `hold` on a streamed answer (`None` =
+/// commit at the first content frame).
+pub async fn attempt_holding(
+    req: AttemptRequest,
+    wait: &UpstreamWait,
+    hold: Option<HoldPolicy>,
+) -> AttemptResult {
     let clock = req.clock;
     let started = clock.now();
     let failed = |f: AttemptFailure| {
@@ -167,13 +180,13 @@ pub async fn attempt_waiting(req: AttemptRequest, wait: &UpstreamWait) -> Attemp
     }
     // Mostly waiting for the first content event; the tap's parse of the held-back prefix
     // (microseconds) is counted with it.
-    match readiness_gate(resp, &req, started).await {
+    match gate::readiness_gate(resp, &req, started, hold).await {
         Ok(committed) => AttemptResult::Stream(committed),
         Err(f) => failed(f),
     }
 }
 
-fn transport(kind: TransportFailure, message: String) -> AttemptFailure {
+pub(super) fn transport(kind: TransportFailure, message: String) -> AttemptFailure {
     AttemptFailure {
         transport: Some(kind),
         message,
@@ -181,12 +194,12 @@ fn transport(kind: TransportFailure, message: String) -> AttemptFailure {
     }
 }
 
-fn deadline_message() -> String {
+pub(super) fn deadline_message() -> String {
     "attempt deadline exceeded".to_owned()
 }
 
 /// Maps a transport error to a failure with a short message (never the URL).
-fn from_transport(e: &TransportError) -> AttemptFailure {
+pub(super) fn from_transport(e: &TransportError) -> AttemptFailure {
     let (kind, message) = e.classify();
     transport(kind, message.to_owned())
 }
@@ -240,7 +253,11 @@ async fn read_error_body(resp: &mut Response<RespBody>, req: &AttemptRequest) ->
 /// A `2xx` whose body or first event is an error: the status its error type means (a rate
 /// limit 429, an overload 529, an invalid request 400), or [`IN_BAND_ERROR_STATUS`] when the
 /// error names none. Classified by type, a 429 sent in-band never counts on the breaker.
-fn in_band(status_headers: Vec<(String, String)>, body: String, message: &str) -> AttemptFailure {
+pub(super) fn in_band(
+    status_headers: Vec<(String, String)>,
+    body: String,
+    message: &str,
+) -> AttemptFailure {
     let status = classify::in_band_status_of(&body).unwrap_or(IN_BAND_ERROR_STATUS);
     AttemptFailure {
         status: Some(status),
@@ -321,7 +338,7 @@ pub(super) fn abort_transport(abort: StreamAbort) -> TransportFailure {
     }
 }
 
-fn aborted(abort: StreamAbort, kept: Vec<(String, String)>) -> AttemptFailure {
+pub(super) fn aborted(abort: StreamAbort, kept: Vec<(String, String)>) -> AttemptFailure {
     AttemptFailure {
         headers: kept,
         stream_abort: Some(abort),
@@ -354,114 +371,4 @@ pub(super) fn tap_chunk(
         abort = abort.or(due);
     });
     abort
-}
-
-/// Holds the stream back until its first content frame, an error, a watchdog or EOF.
-async fn readiness_gate(
-    resp: Response<RespBody>,
-    req: &AttemptRequest,
-    started: Millis,
-) -> Result<CommittedStream, AttemptFailure> {
-    let clock: Clock = req.clock;
-    let format = sse_format(req.client_format);
-    let status = resp.status().as_u16();
-    let kept = headers::for_classification(resp.headers());
-    let client_headers = headers::for_client(resp.headers());
-    let quota_headers = headers::for_quota(resp.headers());
-    let headers_at = clock.now();
-    let mut upstream = resp.into_body();
-    let mut parser = SseParser::new();
-    let mut watch = StreamWatch::new(&req.watch, headers_at);
-    let mut prefix: Vec<Bytes> = Vec::new();
-    let mut prefix_len = 0usize;
-    let mut error_data = None;
-    loop {
-        let now = clock.now();
-        let wake = body::min_opt(watch.next_deadline(now), req.deadline_ms);
-        let next = match wake {
-            Some(at) => {
-                match tokio::time::timeout_at(clock.instant_at(at).into(), upstream.next_chunk())
-                    .await
-                {
-                    Ok(next) => next,
-                    Err(_) => {
-                        let now = clock.now();
-                        if req.deadline_ms.is_some_and(|d| now >= d) {
-                            return Err(AttemptFailure {
-                                headers: kept,
-                                ..transport(TransportFailure::Timeout, deadline_message())
-                            });
-                        }
-                        if let Some(abort) = watch.poll(now) {
-                            return Err(aborted(abort, kept));
-                        }
-                        continue;
-                    }
-                }
-            }
-            None => upstream.next_chunk().await,
-        };
-        let chunk = match next {
-            Some(Ok(chunk)) => chunk,
-            Some(Err(e)) => {
-                return Err(AttemptFailure {
-                    headers: kept,
-                    ..from_transport(&e)
-                });
-            }
-            None => {
-                parser.finish();
-                let abort = watch.on_eof().unwrap_or(StreamAbort::EarlyEof);
-                return Err(aborted(abort, kept));
-            }
-        };
-        if chunk.is_empty() {
-            continue;
-        }
-        let now = clock.now();
-        let abort = tap_chunk(
-            &mut parser,
-            &mut watch,
-            format,
-            &chunk,
-            now,
-            Some(&mut error_data),
-        );
-        prefix_len += chunk.len();
-        prefix.push(chunk);
-        match watch.readiness() {
-            ReadinessState::UpstreamError => {
-                let message = match &watch.summary().error {
-                    Some(e) => format!("stream error event before content ({})", e.error_type),
-                    None => "stream error event before content".to_owned(),
-                };
-                return Err(in_band(kept, error_data.unwrap_or_default(), &message));
-            }
-            ReadinessState::Waiting => {
-                if let Some(abort) = abort {
-                    return Err(aborted(abort, kept));
-                }
-                if prefix_len <= MAX_PREFIX_BYTES {
-                    continue;
-                }
-            }
-            ReadinessState::Ready => {}
-        }
-        let live = LiveStream {
-            format,
-            clock,
-            started,
-            upstream,
-            parser,
-            watch,
-        };
-        return Ok(CommittedStream::new(
-            status,
-            client_headers,
-            now.saturating_sub(started),
-            prefix,
-            live,
-        )
-        .with_quota_headers(quota_headers));
-    }
 }

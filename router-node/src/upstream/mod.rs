@@ -7,8 +7,9 @@
 //!
 //! - [`AttemptResult::Json`]: a non-stream `2xx` whose body is not an error object.
 //! - [`AttemptResult::Stream`]: a `2xx` SSE stream whose readiness gate opened (the first
-//!   content, reasoning or tool frame). Everything the upstream sent before that is held back
-//!   and handed over as the stream's prefix, byte for byte.
+//!   content, reasoning or tool frame; with stream recovery on, the end of the recovery hold,
+//!   see [`hold`]). Everything the upstream sent before that is held back and handed over as
+//!   the stream's prefix, byte for byte.
 //! - [`AttemptResult::Failed`]: everything before the commit point — a transport error, a
 //!   headers timeout, a non-`2xx` status, a `200` whose body or first event is an error, a
 //!   readiness timeout, an early EOF or the attempt deadline.
@@ -23,7 +24,9 @@
 mod after_commit;
 mod attempt;
 mod body;
+mod gate;
 mod headers;
+pub mod hold;
 mod request;
 mod stream;
 pub mod wait;
@@ -34,7 +37,7 @@ mod tests;
 pub use after_commit::failure_after_commit;
 pub use attempt::{
     AttemptFailure, AttemptResult, ERROR_BODY_READ_MS, IN_BAND_ERROR_STATUS, JsonSuccess,
-    MAX_PREFIX_BYTES, attempt, attempt_waiting,
+    MAX_PREFIX_BYTES, attempt, attempt_holding, attempt_waiting,
 };
 pub use request::{AttemptRequest, endpoint_url, watch_config};
 pub use stream::{CommittedStream, DEFAULT_HEARTBEAT_INTERVAL_MS, OnFinish, StreamEnd};

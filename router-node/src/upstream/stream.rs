@@ -87,6 +87,8 @@ pub(super) struct LiveStream {
     pub upstream: RespBody,
     pub parser: SseParser,
     pub watch: StreamWatch,
+    /// The upstream already ended cleanly inside the recovery hold: nothing is left to read.
+    pub ended: bool,
 }
 
 /// A `2xx` stream past its readiness gate. Nothing has been sent to the client yet; turn it
@@ -96,8 +98,12 @@ pub struct CommittedStream {
     pub status: u16,
     /// Only headers safe for the client (content type, request ids, rate limits).
     pub headers: Vec<(HeaderName, HeaderValue)>,
-    /// From the start of the attempt to the first content frame.
+    /// From the start of the attempt to the commit point: the first content frame, or with
+    /// stream recovery on the release of the hold.
     pub ready_after_ms: Millis,
+    /// Truncations inside the recovery hold this request reopened before this stream (set by
+    /// the routing pipeline; for the access log).
+    pub reopens: u32,
     /// The quota-window headers (lower-cased), for the strategies' inputs.
     pub quota_headers: Vec<(String, String)>,
     /// Silence after which a keep-alive is written; `0` = never.
@@ -129,6 +135,7 @@ impl CommittedStream {
             status,
             headers,
             ready_after_ms,
+            reopens: 0,
             quota_headers: Vec::new(),
             heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS,
             prefix,
@@ -161,11 +168,12 @@ impl CommittedStream {
             upstream,
             parser,
             watch,
+            ended,
         } = *self.live;
         let now = clock.now();
         CommittedBody {
             prefix: VecDeque::from(self.prefix),
-            upstream: Some(upstream),
+            upstream: (!ended).then_some(upstream),
             parser,
             watch,
             format,
@@ -178,7 +186,10 @@ impl CommittedStream {
             tail: Tail::default(),
             final_frame: None,
             ending: false,
-            end: StreamEnd::default(),
+            end: StreamEnd {
+                completed: ended,
+                ..StreamEnd::default()
+            },
             on_finish: Some(on_finish),
         }
     }

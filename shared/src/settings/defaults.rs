@@ -37,6 +37,7 @@ impl Default for ResilienceSettings {
             session_affinity: SessionAffinity { ttl_ms: 0 },
             session_leases: SessionLeases { ttl_ms: 120_000 },
             stream: Stream::default(),
+            stream_recovery: super::StreamRecovery::default(),
             provider_error_rules: BTreeMap::new(),
         }
     }

@@ -24,6 +24,7 @@ mod defaults;
 mod model;
 mod normalize;
 mod patch;
+mod stream_recovery;
 
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,10 @@ pub use layer::{Layer, Mode, ProviderErrorRules};
 pub use model::*;
 pub use params::{effective_queue, queue_enabled};
 pub use patch::{Persisted, SettingsPatch, apply_patch};
+pub use stream_recovery::{
+    MAX_HOLD_BYTES, MAX_HOLD_MS, MAX_REOPENS_LIMIT, StreamRecovery, StreamRecoveryEffective,
+    StreamRecoveryPatch,
+};
 
 /// Where an effective value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

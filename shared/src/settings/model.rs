@@ -10,6 +10,7 @@
 use std::ops::RangeInclusive;
 
 use super::layer::{ANY, ProviderErrorRules, section};
+use super::stream_recovery::StreamRecovery;
 use crate::admission::{MAX_WAITS_PER_REQUEST, queue};
 use crate::{breaker, lockout};
 
@@ -43,6 +44,7 @@ section! {
         session_affinity: SessionAffinity => ANY,
         session_leases: SessionLeases => ANY,
         stream: Stream => ANY,
+        stream_recovery: StreamRecovery => ANY,
         /// Extra operator error rules per provider id, added at runtime through
         /// `PATCH /api/resilience` (not part of the file contract, though the file may set them
         /// too). They are consulted before the provider's `[[providers.error_rules]]`.

@@ -137,7 +137,7 @@ fn is_false(b: &bool) -> bool {
 /// On non-streamed requests: `stall_after_chunks` hangs before the headers,
 /// `reset_after_chunks` sends the headers and half of the body then resets,
 /// `eof_before_content` sends the headers and closes before any body byte, and
-/// `midstream_error_after` is ignored.
+/// `midstream_error_after` and `eof_after_chunks` are ignored.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
@@ -198,6 +198,10 @@ pub struct FaultSpec {
     /// and end the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub midstream_error_after: Option<u32>,
+    /// Send this many content frames, then end the body cleanly without the stream's
+    /// terminal event (`[DONE]`, `message_stop`, `response.completed`): a truncated stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eof_after_chunks: Option<u32>,
     /// Reset the TCP connection (RST) before any response byte.
     #[serde(default, skip_serializing_if = "is_false")]
     pub reset_before_body: bool,

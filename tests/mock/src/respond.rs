@@ -633,6 +633,7 @@ enum Cut {
     Stall { after: u32, for_: Duration },
     Error { after: u32 },
     Reset { after: u32 },
+    Eof { after: u32 },
 }
 
 impl Cut {
@@ -642,6 +643,8 @@ impl Cut {
             Some(Cut::Reset { after })
         } else if let Some(after) = f.midstream_error_after {
             Some(Cut::Error { after })
+        } else if let Some(after) = f.eof_after_chunks {
+            Some(Cut::Eof { after })
         } else {
             f.stall_after_chunks
                 .map(|after| Cut::Stall { after, for_: stall })
@@ -650,7 +653,10 @@ impl Cut {
 
     fn after(self) -> u32 {
         match self {
-            Cut::Stall { after, .. } | Cut::Error { after } | Cut::Reset { after } => after,
+            Cut::Stall { after, .. }
+            | Cut::Error { after }
+            | Cut::Reset { after }
+            | Cut::Eof { after } => after,
         }
     }
 }
@@ -682,6 +688,8 @@ fn shape_stream(
                         script.sleep(RESET_GRACE);
                         script.reset();
                     }
+                    // The body just ends: no trailer, no error.
+                    Cut::Eof { .. } => {}
                 }
                 return;
             }
@@ -741,6 +749,10 @@ mod tests {
         assert_eq!(
             data(&played(Some(Cut::Error { after: 9 }), Duration::ZERO)),
             "m12E3"
+        );
+        assert_eq!(
+            data(&played(Some(Cut::Eof { after: 1 }), Duration::ZERO)),
+            "m1"
         );
         let reset = played(Some(Cut::Reset { after: 1 }), Duration::ZERO);
         assert!(matches!(reset.last(), Some(Step::Reset)));

@@ -41,6 +41,7 @@ mod resilience;
 mod retry_info;
 mod sdk_compat;
 mod strategy_inputs;
+mod stream_recovery;
 mod streams;
 mod tool_limits;
 mod tracing_otlp;

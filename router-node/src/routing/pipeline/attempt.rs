@@ -6,6 +6,12 @@
 //! request ends with 504 `RATE_LIMIT_EXECUTION_TIMEOUT` and nothing is reported to the
 //! actors: Switchyard cut the request, so the connection is neither cooled nor counted on the
 //! breaker.
+//!
+//! With `[resilience.stream_recovery]` on, a streamed attempt holds its start back (see
+//! [`crate::upstream::hold`]); a truncation inside the hold is a failure like any other before
+//! the commit point, and [`reopen_or_fail`] counts it against `max_reopens`: within the limit
+//! the request goes on to its next attempt, past it the request ends with a definite 502
+//! `STREAM_RECOVERY_EXHAUSTED` rather than another broken stream.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,7 +20,7 @@ use switchyard_shared::Millis;
 use switchyard_shared::admission::Rejection;
 
 use super::permits::queue_enabled;
-use super::{RequestCtx, TargetCtx};
+use super::{Next, RequestCtx, TargetCtx};
 use crate::actors::{ConnHandle, ProviderHandle};
 use crate::api::errors::GatewayError;
 use crate::routing::dispatch::{RouteRequest, RoutedBody};
@@ -85,7 +91,12 @@ pub async fn attempt(
         watch: rt.watch_config(&provider.config),
         clock: rt.clock,
     };
-    let attempt = upstream::attempt_waiting(attempt_req, &req.upstream_wait);
+    let hold = req
+        .body
+        .stream
+        .then(|| upstream::hold::HoldPolicy::from_settings(&rt.settings.load().stream_recovery))
+        .flatten();
+    let attempt = upstream::attempt_holding(attempt_req, &req.upstream_wait, hold);
     match rt.metrics.time_attempt(provider.idx, attempt).await {
         AttemptResult::Json(mut ok) => {
             if let Some(t) = &ctx.translation {
@@ -104,6 +115,57 @@ pub async fn attempt(
             _ => Attempted::Failed(failure),
         },
     }
+}
+
+/// After the observe step judged a failed attempt: a truncation inside the recovery hold
+/// counts as a reopen; past `max_reopens` the request ends with 502
+/// `STREAM_RECOVERY_EXHAUSTED` instead of whatever `next` said.
+pub fn reopen_or_fail(
+    rt: &RoutingTable,
+    rc: &mut RequestCtx,
+    failure: &AttemptFailure,
+    next: Next,
+) -> Next {
+    if !failure.truncated_in_hold || matches!(next, Next::Fail(_)) {
+        return next;
+    }
+    rc.reopens += 1;
+    let max_reopens = rt.settings.load().stream_recovery.max_reopens;
+    if rc.reopens > max_reopens {
+        rt.metrics.stream_recovery("reopen", "exhausted");
+        tracing::info!(
+            reopens = max_reopens,
+            "stream truncated inside the recovery hold; reopens exhausted"
+        );
+        return Next::Fail(reopens_exhausted(max_reopens));
+    }
+    rt.metrics.stream_recovery("reopen", "reopened");
+    tracing::debug!(
+        reopen = rc.reopens,
+        message = %failure.message,
+        "stream truncated inside the recovery hold; reopening"
+    );
+    next
+}
+
+/// Hands the request's reopen count to a committed stream (for its access line).
+pub fn note_reopens(body: &mut RoutedBody, rc: &RequestCtx) {
+    if let RoutedBody::Stream(stream) = body {
+        stream.reopens = rc.reopens;
+    }
+}
+
+/// 502 `STREAM_RECOVERY_EXHAUSTED`: every reopen the settings allow was truncated too.
+fn reopens_exhausted(max_reopens: u32) -> GatewayError {
+    GatewayError::new(
+        actix_web::http::StatusCode::BAD_GATEWAY,
+        "server_error",
+        "STREAM_RECOVERY_EXHAUSTED",
+        format!(
+            "The upstream stream was truncated again after {max_reopens} reopen(s); no answer \
+             was delivered."
+        ),
+    )
 }
 
 /// Whether a combo's per-target timeout (`timeout_ms`) is what ended the attempt: a timeout

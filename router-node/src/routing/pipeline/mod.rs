@@ -79,6 +79,8 @@ pub struct RequestCtx {
     pub retry_delay_ms: Millis,
     /// The request's own deadline on the node clock (`combo_timeout_ms`), if it has one.
     pub deadline: Option<Millis>,
+    /// Streams truncated inside the recovery hold and reopened (see [`attempt::reopen_or_fail`]).
+    pub reopens: u32,
 }
 
 /// One target while its connections are tried.
@@ -189,7 +191,8 @@ pub async fn run_target(
             .instrument(span.clone())
             .await;
         match attempted {
-            attempt::Attempted::Replied(body) => {
+            attempt::Attempted::Replied(mut body) => {
+                attempt::note_reopens(&mut body, rc);
                 trace::replied(&span, &body);
                 let ok = outcome::Success {
                     body,
@@ -206,6 +209,7 @@ pub async fn run_target(
                 let next = outcome::on_failure(rt, req, &mut ctx, rc, &conn, &failure, timed_out)
                     .instrument(span.clone())
                     .await;
+                let next = attempt::reopen_or_fail(rt, rc, &failure, next);
                 trace::next(&span, &next);
                 match next {
                     Next::Retry => {}

@@ -1,0 +1,269 @@
+//! Stream recovery (`[resilience.stream_recovery]`), end to end: the real `switchyard-node`
+//! binary in front of an in-process mock upstream, over loopback sockets.
+//!
+//! What is proven here:
+//! - a stream truncated a few chunks after its first content frame, inside the hold, is
+//!   reopened on the next connection: the client sees one clean stream, the bad bytes never;
+//! - with recovery off, the same truncation reaches the client as it does today;
+//! - past `max_reopens` the request ends with a definite 502 `STREAM_RECOVERY_EXHAUSTED`;
+//! - a truncation after the hold window is not reopened (the stream was committed);
+//! - the access line and `switchyard_stream_recoveries_total` record the reopens.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::Value;
+use switchyard_tests::harness::NodeProcess;
+use switchyard_tests::mock_upstream::{FaultSpec, MockHandle};
+
+use crate::support::http::*;
+
+const KEY1: &str = "sk-recovery-key-one-0001";
+const KEY2: &str = "sk-recovery-key-two-0002";
+const MODEL: &str = "p/gpt-4o-mini";
+const CHUNKS: u32 = 6;
+const LIMIT: Duration = Duration::from_secs(10);
+
+struct Setup {
+    mock: MockHandle,
+    node: NodeProcess,
+    http: reqwest::Client,
+    base: String,
+}
+
+/// One mock, provider `p` (openai) with connections `p-k1` (tried first) and `p-k2`;
+/// `recovery` is the body of `[resilience.stream_recovery]` (empty = no table: off).
+async fn setup(recovery: &str) -> Setup {
+    let mock = mock(CHUNKS).await;
+    let url = mock.base_url();
+    let table = if recovery.is_empty() {
+        String::new()
+    } else {
+        format!("\n[resilience.stream_recovery]\n{recovery}\n")
+    };
+    let config = format!(
+        "{}{}{}{}{}",
+        open_auth_no_queue(),
+        provider(
+            "p",
+            "openai",
+            &url,
+            &["gpt-4o-mini"],
+            "",
+            "first_content_ms = 5000\nidle_ms = 5000"
+        ),
+        connection("p-k1", "p", "RECOVERY_KEY_1", "priority = 1"),
+        connection("p-k2", "p", "RECOVERY_KEY_2", "priority = 2"),
+        table,
+    );
+    let node = start_node(
+        config,
+        env(&[("RECOVERY_KEY_1", KEY1), ("RECOVERY_KEY_2", KEY2)]),
+    )
+    .await;
+    let base = node.client_url();
+    Setup {
+        mock,
+        node,
+        http: http(),
+        base,
+    }
+}
+
+impl Setup {
+    async fn stream(&self) -> StreamReply {
+        post_stream(
+            &self.http,
+            &self.base,
+            "/v1/chat/completions",
+            &chat(MODEL, true),
+            LIMIT,
+        )
+        .await
+    }
+
+    fn hits(&self, key: &str) -> u64 {
+        self.mock.stats().requests_for_key(key)
+    }
+
+    async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.node.admin_url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// The stream's access line (the last `request` line).
+    fn access_line(&self) -> Value {
+        let log = self
+            .node
+            .wait_for_log(Duration::from_secs(3), |log| !access_lines(log).is_empty());
+        access_lines(&log)
+            .pop()
+            .unwrap_or_else(|| panic!("no access line:\n{log}"))
+    }
+}
+
+fn access_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"] == "request")
+        .collect()
+}
+
+/// Truncated after two content chunks: no `[DONE]`, no error event.
+fn truncated_after_two() -> FaultSpec {
+    FaultSpec {
+        eof_after_chunks: Some(2),
+        ..FaultSpec::new()
+    }
+}
+
+/// A clean OpenAI chat stream from the mock: every content chunk, `[DONE]`, no error.
+fn assert_clean_stream(r: &StreamReply) {
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert!(!r.timed_out && r.body_error.is_none(), "{r:#?}");
+    let events = r.events();
+    assert!(!events.iter().any(SseEvent::is_error), "{}", r.raw);
+    assert_eq!(chat_text(&events), mock_text(CHUNKS as usize), "{}", r.raw);
+    let last = events.iter().rev().find(|e| e.data.is_some());
+    assert_eq!(
+        last.and_then(|e| e.data.as_deref()),
+        Some("[DONE]"),
+        "{}",
+        r.raw
+    );
+}
+
+/// What the client sees of a stream cut after `n` chunks: those chunks and no `[DONE]`.
+fn assert_truncated(r: &StreamReply, n: usize) {
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert!(!r.timed_out, "{r:#?}");
+    let events = r.events();
+    assert_eq!(chat_text(&events), mock_text(n), "{}", r.raw);
+    assert!(
+        !events.iter().any(|e| e.data.as_deref() == Some("[DONE]")),
+        "a truncated stream has no [DONE]: {}",
+        r.raw
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncation_inside_the_hold_is_reopened_on_the_next_connection() {
+    let s = setup("enabled = true\nhold_ms = 3000").await;
+    s.mock
+        .script(truncated_after_two().for_key(KEY1).times(1))
+        .unwrap();
+    let r = s.stream().await;
+    assert_clean_stream(&r);
+    assert_eq!(r.connection(), "p-k2", "{r:#?}");
+    assert_eq!(r.header("x-switchyard-attempts"), Some("2"));
+    assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
+    let line = s.access_line();
+    assert_eq!(line["recovered"], 1, "{line}");
+    assert_eq!(line["completed"], true, "{line}");
+    let metrics = s.metrics().await;
+    assert!(
+        metrics
+            .contains("switchyard_stream_recoveries_total{kind=\"reopen\",outcome=\"reopened\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_event_inside_the_hold_is_reopened_too() {
+    let s = setup("enabled = true\nhold_ms = 3000").await;
+    s.mock
+        .script(FaultSpec {
+            midstream_error_after: Some(2),
+            error_type: Some("api_error".into()),
+            ..FaultSpec::new().for_key(KEY1).times(1)
+        })
+        .unwrap();
+    let r = s.stream().await;
+    assert_clean_stream(&r);
+    assert_eq!(r.connection(), "p-k2", "{r:#?}");
+    assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_recovery_off_the_truncation_reaches_the_client() {
+    let s = setup("").await;
+    s.mock
+        .script(truncated_after_two().for_key(KEY1).times(1))
+        .unwrap();
+    let r = s.stream().await;
+    assert_truncated(&r, 2);
+    assert_eq!(r.connection(), "p-k1", "{r:#?}");
+    assert_eq!(r.header("x-switchyard-attempts"), Some("1"));
+    wait_idle(&s.node).await;
+    assert_eq!(s.hits(KEY2), 0, "nothing was reopened");
+    assert_eq!(s.access_line()["recovered"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_reopens_the_request_ends_with_a_definite_error() {
+    let s = setup("enabled = true\nhold_ms = 3000\nmax_reopens = 1").await;
+    // Every attempt is truncated.
+    s.mock.script(truncated_after_two()).unwrap();
+    let r = s.stream().await;
+    assert_eq!(r.status, 502, "{r:#?}");
+    assert!(
+        !r.raw.contains("data:"),
+        "no stream bytes reach the client: {}",
+        r.raw
+    );
+    let body: Value = serde_json::from_str(&r.raw).unwrap_or_else(|e| panic!("{e}: {}", r.raw));
+    assert_eq!(body["error"]["code"], "STREAM_RECOVERY_EXHAUSTED", "{body}");
+    assert_eq!(body["error"]["type"], "server_error", "{body}");
+    assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
+    let metrics = s.metrics().await;
+    for outcome in ["reopened", "exhausted"] {
+        let line = format!(
+            "switchyard_stream_recoveries_total{{kind=\"reopen\",outcome=\"{outcome}\"}} 1"
+        );
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncation_after_the_hold_window_is_not_reopened() {
+    let s = setup("enabled = true\nhold_ms = 300").await;
+    // Content at 0, 250, 500 and 750 ms, then EOF: the hold released at 300 ms.
+    s.mock
+        .script(FaultSpec {
+            eof_after_chunks: Some(4),
+            chunk_delay_ms: Some(250),
+            ..FaultSpec::new().for_key(KEY1).times(1)
+        })
+        .unwrap();
+    let r = s.stream().await;
+    assert_truncated(&r, 4);
+    assert_eq!(r.connection(), "p-k1", "{r:#?}");
+    wait_idle(&s.node).await;
+    assert_eq!(s.hits(KEY2), 0, "a committed stream was reopened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_refuses_midstream_continuation_for_now() {
+    let config = format!(
+        "{}\n[resilience.stream_recovery]\nenabled = true\nmidstream_continuation = true\n",
+        open_auth_no_queue()
+    );
+    let err = match tokio::task::spawn_blocking(move || NodeProcess::start(&config, &[]))
+        .await
+        .unwrap()
+    {
+        Ok(_) => panic!("the node started with midstream_continuation = true"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("resilience.stream_recovery.midstream_continuation"),
+        "{err}"
+    );
+}
