@@ -318,10 +318,8 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         std::thread::spawn(move || {
-            for stream in listener.incoming().take(8) {
-                if let Ok(mut s) = stream {
-                    let _ = s.write_all(tag);
-                }
+            for mut s in listener.incoming().take(8).flatten() {
+                let _ = s.write_all(tag);
             }
         });
         addr
