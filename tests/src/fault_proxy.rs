@@ -1,5 +1,6 @@
 //! A TCP proxy that tests put between a node and Redis (or any TCP service) to inject faults:
-//! latency, a blackhole that swallows everything, refused connections and cut connections.
+//! latency, a blackhole that swallows everything, refused connections and cut connections; and
+//! it can be retargeted, so a failover can put another server behind the same address.
 //!
 //! Why not just kill or pause Redis: a killed server refuses at once and a paused one still
 //! holds the TCP connection open on the same host, but a real network partition keeps the
@@ -76,7 +77,8 @@ struct Counters {
 }
 
 struct Shared {
-    target: SocketAddr,
+    /// Where new connections go; [`FaultProxy::retarget`] moves it.
+    target: watch::Sender<SocketAddr>,
     mode: watch::Sender<Mode>,
     /// Bumped by every cut; connections watch it.
     cuts: watch::Sender<u64>,
@@ -98,7 +100,7 @@ impl FaultProxy {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            target,
+            target: watch::Sender::new(target),
             mode: watch::Sender::new(Mode::Pass),
             cuts: watch::Sender::new(0),
             counters: Counters::default(),
@@ -138,6 +140,18 @@ impl FaultProxy {
     /// Switches the mode; open connections follow it from their next chunk.
     pub fn set_mode(&self, mode: Mode) {
         self.shared.mode.send_replace(mode);
+    }
+
+    /// Sends new connections to `target` from now on (a failover: the promoted replica takes
+    /// the old master's place behind the same address). Open connections keep their old
+    /// target until they end or are [`FaultProxy::cut`].
+    pub fn retarget(&self, target: SocketAddr) {
+        self.shared.target.send_replace(target);
+    }
+
+    /// Where new connections go now.
+    pub fn target(&self) -> SocketAddr {
+        *self.shared.target.borrow()
     }
 
     /// Resets every open connection (clients see `ECONNRESET`). New connections still work.
@@ -203,14 +217,14 @@ async fn serve(mut client: TcpStream, shared: Arc<Shared>) {
     let _ = client.set_nodelay(true);
     let mut cuts = shared.cuts.subscribe();
     cuts.mark_unchanged();
-    let mut server =
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(shared.target)).await {
-            Ok(Ok(server)) => server,
-            _ => {
-                reset(&client);
-                return;
-            }
-        };
+    let target = *shared.target.borrow();
+    let mut server = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target)).await {
+        Ok(Ok(server)) => server,
+        _ => {
+            reset(&client);
+            return;
+        }
+    };
     let _ = server.set_nodelay(true);
     let tainted = AtomicBool::new(false);
     let must_reset = {
@@ -287,5 +301,46 @@ async fn pump(
         }
         to.write_all(&buf[..n]).await?;
         forwarded.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A server that answers every connection with `tag` and closes it.
+    fn tagged_server(tag: &'static [u8]) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().take(8).flatten() {
+                let _ = s.write_all(tag);
+            }
+        });
+        addr
+    }
+
+    fn read_through(proxy: &FaultProxy) -> Vec<u8> {
+        let mut s = TcpStream::connect(proxy.addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_retarget_sends_new_connections_to_the_new_server() {
+        let (old, new) = (tagged_server(b"old"), tagged_server(b"new"));
+        let proxy = FaultProxy::start(old).expect("proxy");
+        assert_eq!(read_through(&proxy), b"old");
+        proxy.retarget(new);
+        assert_eq!(proxy.target(), new);
+        assert_eq!(read_through(&proxy), b"new");
     }
 }

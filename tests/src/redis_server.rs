@@ -1,5 +1,6 @@
 //! A real `redis-server` per test, on a free loopback port, that the test can kill, restart,
-//! pause (SIGSTOP) and resume.
+//! pause (SIGSTOP) and resume, optionally as a replica of another one that it can take over
+//! from (`promote`).
 //!
 //! Tests never use a Redis that happens to be running on the machine: they start their own so
 //! they can cut it off. The server runs without persistence (`--save ''`, `--appendonly no`)
@@ -11,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::harness::free_port;
+use crate::redis_topology::cli;
 
 /// A `redis-server` child process.
 pub struct RedisServer {
@@ -36,6 +38,47 @@ impl RedisServer {
         };
         server.spawn()?;
         Ok(server)
+    }
+
+    /// Starts a replica of the server on `master_port` (`--replicaof`), with extra arguments,
+    /// and waits until its first sync with the master is done.
+    pub fn start_replica_of(master_port: u16, extra_args: &[&str]) -> std::io::Result<Self> {
+        let master = master_port.to_string();
+        let mut args = vec!["--replicaof", "127.0.0.1", master.as_str()];
+        args.extend_from_slice(extra_args);
+        let server = Self::start_with(&args)?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let info = cli(server.port, &["INFO", "replication"])?;
+            if info.contains("master_link_status:up") {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "replica on {} did not sync with {master_port} within 10 s",
+                server.port
+            ),
+        ))
+    }
+
+    /// Promotes a replica to master (`REPLICAOF NO ONE`); a later [`RedisServer::restart`]
+    /// starts it as a master too.
+    pub fn promote(&mut self) -> std::io::Result<()> {
+        let out = cli(self.port, &["REPLICAOF", "NO", "ONE"])?;
+        if !out.trim().eq_ignore_ascii_case("OK") {
+            return Err(std::io::Error::other(format!(
+                "REPLICAOF NO ONE on {}: {out}",
+                self.port
+            )));
+        }
+        if let Some(i) = self.extra_args.iter().position(|a| a == "--replicaof") {
+            let end = (i + 3).min(self.extra_args.len());
+            self.extra_args.drain(i..end);
+        }
+        Ok(())
     }
 
     /// `redis://127.0.0.1:PORT/0`.

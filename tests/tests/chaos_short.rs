@@ -1,5 +1,5 @@
 //! The short form of the chaos scenario (issue: reliability): 3 nodes, Redis, the coordinator
-//! and one mock upstream per node under mixed load while 15 faults follow one another. The
+//! and one mock upstream per node under mixed load while 16 faults follow one another. The
 //! test fails when any invariant of the checker breaks; the report is printed either way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -7,7 +7,7 @@
 use switchyard_tests::chaos::{self, Options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fifteen_faults_under_load_break_no_invariant() {
+async fn sixteen_faults_under_load_break_no_invariant() {
     let report = chaos::run(&Options::short()).await.expect("chaos setup");
     println!("{}", report.markdown);
     if let Ok(dir) = std::env::var("SWITCHYARD_CHAOS_REPORT_DIR") {

@@ -4,8 +4,9 @@
 //! - [`writer`]: writes local changes to Redis and publishes them as events, and keeps them in
 //!   the bounded replay queue while Redis is unreachable.
 //! - [`sync`]: applies peers' events and resynchronises from Redis on every (re)connect and
-//!   periodically; [`remote`] turns an event into actor messages, and [`adopt`] a newer
-//!   connection record into the messages that make the local state equal to it.
+//!   periodically; [`resync`] reads what changed (the change log, or every record), [`remote`]
+//!   turns an event into actor messages, and [`adopt`] a newer connection record into the
+//!   messages that make the local state equal to it.
 //! - [`learned`]: merges peers' usage-wall deadlines and tool limits (state without an
 //!   actor).
 //! - [`membership`]: heartbeats and the live node count.
@@ -19,6 +20,7 @@ pub mod membership;
 pub mod operator;
 pub mod permits;
 pub mod remote;
+pub mod resync;
 pub mod settings;
 pub mod sync;
 pub mod writer;

@@ -8,10 +8,15 @@
 //! In redis mode a capped connection's gate is resizable: its limit is the block of permits
 //! this node leased from the cluster (`caps`), so it grows and shrinks with the grant. A
 //! request that finds the gate full signals demand, so the leasing task asks for more at once.
+//!
+//! A wait ends at its deadline even when the process could not run at that moment (SIGSTOP,
+//! a frozen VM, a starved runtime): on resume the freed permit and the expired timer are both
+//! ready, and the timer future polls the permit first, so the late permit is checked against
+//! the deadline ([`admitted_in_time`]) and refused with the same timeout.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchyard_shared::admission::{GateLevel, SemaphoreError};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -116,20 +121,25 @@ impl Gate {
                 max_queue,
             });
         }
-        match tokio::time::timeout(
-            Duration::from_millis(timeout_ms),
-            sem.clone().acquire_owned(),
-        )
-        .await
-        {
-            Ok(Ok(p)) => Ok(Some(p)),
+        let budget = Duration::from_millis(timeout_ms);
+        let started = Instant::now();
+        match tokio::time::timeout(budget, sem.clone().acquire_owned()).await {
+            // Dropping the late permit hands it to the next in line.
+            Ok(Ok(p)) if admitted_in_time(started.elapsed(), budget) => Ok(Some(p)),
             // The semaphore is never closed; treat it like a timeout if it ever is.
-            Ok(Err(_)) | Err(_) => Err(SemaphoreError::Timeout {
+            Ok(_) | Err(_) => Err(SemaphoreError::Timeout {
                 level: self.level,
                 waited_ms: timeout_ms,
             }),
         }
     }
+}
+
+/// Whether a permit obtained after waiting `waited` still counts: a wait that outlived its
+/// `budget` (the process was paused, or the runtime did not get to the timer in time) is a
+/// timeout, whatever became free meanwhile.
+pub fn admitted_in_time(waited: Duration, budget: Duration) -> bool {
+    waited <= budget
 }
 
 /// Leaves the waiting line exactly once, however the wait ends (permit, timeout, cancel).
@@ -170,6 +180,37 @@ mod tests {
         assert_eq!(g.waiting(), 0);
         drop(p);
         assert!(g.acquire(0, 20).await.unwrap().is_some());
+    }
+
+    #[test]
+    fn a_wait_past_its_budget_is_not_admitted() {
+        let budget = Duration::from_millis(100);
+        assert!(admitted_in_time(Duration::ZERO, budget));
+        assert!(admitted_in_time(budget, budget));
+        assert!(!admitted_in_time(Duration::from_millis(101), budget));
+        assert!(!admitted_in_time(Duration::from_secs(30), budget));
+    }
+
+    /// The runtime cannot run while the "process is paused" (the thread sleeps, as under
+    /// SIGSTOP); the permit frees just before it resumes, past the waiter's deadline.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_permit_freed_after_a_pause_past_the_deadline_is_refused() {
+        let g = Arc::new(Gate::new(GateLevel::Connection, 1));
+        let held = g.acquire(1, 10).await.unwrap();
+        let waiter = {
+            let g = Arc::clone(&g);
+            tokio::spawn(async move { g.acquire(1, 100).await.map(|p| p.is_some()) })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(g.waiting(), 1, "the waiter is in line");
+        drop(held);
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(matches!(
+            waiter.await.unwrap(),
+            Err(SemaphoreError::Timeout { .. })
+        ));
+        assert_eq!(g.in_use(), 0, "the late permit went back");
+        assert!(g.acquire(0, 10).await.unwrap().is_some());
     }
 
     #[tokio::test]

@@ -38,6 +38,9 @@ pub enum Fault {
     /// Redis drops every node's event subscription (`CLIENT KILL`): nodes must subscribe
     /// again and resync what they missed.
     SubscriberKill,
+    /// Redis fails over: its replica is promoted and the old master SIGKILLed, so every node's
+    /// connections drop and come back on the new master, which may have missed the last writes.
+    RedisFailover,
     /// The coordinator is SIGKILLed and restarted.
     CoordinatorKill,
     /// c1 answers 402 (credits exhausted): it becomes terminal and must stay so.
@@ -47,7 +50,7 @@ pub enum Fault {
 impl Fault {
     /// The schedule's order. The terminal fault comes last so that a terminal connection does
     /// not shrink the pool the other faults act on.
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 16] = [
         Fault::Baseline,
         Fault::LatencySpike,
         Fault::Burst503,
@@ -61,6 +64,7 @@ impl Fault {
         Fault::Partition,
         Fault::RedisStall,
         Fault::SubscriberKill,
+        Fault::RedisFailover,
         Fault::CoordinatorKill,
         Fault::Terminal402,
     ];
@@ -81,6 +85,7 @@ impl Fault {
             Fault::Partition => "node-2 partitioned from Redis",
             Fault::RedisStall => "Redis SIGSTOP 1.5 s",
             Fault::SubscriberKill => "CLIENT KILL of the nodes' subscribers",
+            Fault::RedisFailover => "Redis failover to the replica (old master kill -9)",
             Fault::CoordinatorKill => "coordinator kill + restart",
             Fault::Terminal402 => "402 credits exhausted (c1)",
         }
@@ -153,6 +158,7 @@ impl Fault {
             | Fault::Partition
             | Fault::RedisStall
             | Fault::SubscriberKill
+            | Fault::RedisFailover
             | Fault::CoordinatorKill => Vec::new(),
         };
         specs.into_iter().flatten().collect()
@@ -220,7 +226,8 @@ mod tests {
             Duration::from_secs(30),
         );
         assert_eq!(soak.len(), 19);
-        assert_eq!(soak[15].fault, Fault::Baseline, "the list cycles");
+        assert_eq!(soak[13].fault, Fault::RedisFailover);
+        assert_eq!(soak[16].fault, Fault::Baseline, "the list cycles");
         assert!(schedule(Duration::from_secs(5), Duration::ZERO, Duration::ZERO).is_empty());
     }
 
@@ -233,6 +240,7 @@ mod tests {
         assert!(Fault::RedisRestart.upstream_faults().is_empty());
         assert!(Fault::RedisStall.upstream_faults().is_empty());
         assert!(Fault::SubscriberKill.upstream_faults().is_empty());
+        assert!(Fault::RedisFailover.upstream_faults().is_empty());
         let slow = Fault::KillNode.upstream_faults();
         assert_eq!(slow.len(), 1);
         assert_eq!(slow[0].chunk_delay_ms, Some(150));

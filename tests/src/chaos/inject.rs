@@ -145,6 +145,30 @@ pub(super) async fn act(
                 detail: format!("{killed} subscribers killed; {detail}"),
             });
         }
+        Fault::RedisFailover => {
+            sleep_until(at(0.2)).await;
+            let admins = topo.admins();
+            let before = resyncs(&admins).await;
+            let from = epoch_ms();
+            topo.fail_over().await?;
+            let (followed, detail) = resubscribed(&admins, &before).await;
+            let back = epoch_ms();
+            for n in 0..NODES {
+                windows.blind.push((
+                    n,
+                    Span {
+                        from,
+                        to: back + RESYNC_MS,
+                    },
+                ));
+            }
+            checks.push(Check {
+                name: "every node followed the failover to the promoted replica and resynced"
+                    .to_owned(),
+                passed: followed,
+                detail,
+            });
+        }
         Fault::CoordinatorKill => {
             topo.kill_coordinator();
             sleep_until(at(0.4)).await;

@@ -1,5 +1,6 @@
-//! The chaos runner: real processes (3 router nodes in redis mode, Redis, the coordinator,
-//! one mock upstream per node, a TCP fault proxy in front of Redis for one node), sustained
+//! The chaos runner: real processes (3 router nodes in redis mode, Redis with a replica behind
+//! a TCP fault proxy that a failover retargets, the coordinator, one mock upstream per node, a
+//! second fault proxy in front of Redis for one node), sustained
 //! mixed JSON/SSE load, faults injected on a schedule, and an invariant checker that reads
 //! the clients' results, the upstreams' arrival logs, the cluster's event channel and the
 //! nodes' metrics afterwards.
@@ -55,11 +56,11 @@ pub struct Options {
 }
 
 impl Options {
-    /// The CI form: each of the 15 faults for 7 s, then 10 s of recovery (about 115 s).
+    /// The CI form: each of the 16 faults for 6.5 s, then 11 s of recovery (115 s).
     pub fn short() -> Self {
         Self {
             duration: Duration::from_secs(115),
-            phase: Duration::from_secs(7),
+            phase: Duration::from_millis(6_500),
             recovery: Duration::from_secs(10),
             rate: 150,
             deadline: Duration::from_secs(20),
@@ -101,7 +102,7 @@ impl Report {
 /// broken invariants are in the report.
 pub async fn run(opts: &Options) -> io::Result<Report> {
     let mut topo = Topology::start().await?;
-    let events = EventLog::start(&topo.redis.url()).map_err(io::Error::other)?;
+    let events = EventLog::start(&topo.redis_url()).map_err(io::Error::other)?;
     wait_synced(&topo).await?;
 
     let started = Instant::now();

@@ -2,7 +2,11 @@
 //! `redis-server` (with an append-only file, as production runs it, so a restart keeps the
 //! shared state), three router nodes in redis mode, one coordinator, and one in-process mock
 //! upstream per node (so every upstream request can be attributed to the node that sent it).
-//! Node 2 reaches Redis through a [`FaultProxy`], so it alone can be partitioned.
+//! A replica of Redis runs next to it, and every client reaches Redis through a front
+//! [`FaultProxy`] (the stand-in for a Sentinel-managed address or a Kubernetes service), so a
+//! failover can promote the replica and move every client to it by retargeting that proxy.
+//! Node 2 reaches the front proxy through a second [`FaultProxy`], so it alone can be
+//! partitioned.
 
 use std::io;
 use std::net::SocketAddr;
@@ -35,10 +39,18 @@ fn start_coordinator(redis_url: &str, body: &str) -> io::Result<CoordinatorProce
     CoordinatorProcess::start(&node_config("coordinator", body), &all)
 }
 
+/// Redis's persistence in a chaos run: an append-only file synced on every write.
+const REDIS_ARGS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
 /// Every process and in-process server of one run.
 pub struct Topology {
+    /// The current master.
     pub redis: RedisServer,
-    /// Node [`PARTITIONED_NODE`]'s path to Redis.
+    /// A replica of [`Topology::redis`], promoted by [`Topology::fail_over`].
+    pub replica: Option<RedisServer>,
+    /// Every client's path to the current master.
+    pub front: FaultProxy,
+    /// Node [`PARTITIONED_NODE`]'s path to the front proxy.
     pub redis_proxy: FaultProxy,
     pub mocks: Vec<MockHandle>,
     /// `None` while a node is down (killed and not yet restarted).
@@ -68,38 +80,36 @@ impl Topology {
         }
         let bases: Vec<String> = mocks.iter().map(MockHandle::base_url).collect();
         let started = tokio::task::spawn_blocking(move || -> io::Result<_> {
-            let redis =
-                RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"])?;
-            let proxy_target: SocketAddr = redis
-                .url()
-                .trim_start_matches("redis://")
-                .trim_end_matches("/0")
-                .parse()
-                .map_err(io::Error::other)?;
-            let redis_proxy = FaultProxy::start(proxy_target)?;
+            let redis = RedisServer::start_with(&REDIS_ARGS)?;
+            let replica = RedisServer::start_replica_of(redis.port, &REDIS_ARGS)?;
+            let front = FaultProxy::start(local(redis.port))?;
+            let redis_proxy = FaultProxy::start(front.addr())?;
+            let url = proxy_url(front.addr());
             let mut nodes = Vec::with_capacity(NODES);
             for (i, base) in bases.iter().enumerate() {
-                nodes.push(Some(node_process(
-                    i,
-                    &redis.url(),
-                    redis_proxy.addr(),
-                    base,
-                )?));
+                nodes.push(Some(node_process(i, &url, redis_proxy.addr(), base)?));
             }
-            let coordinator = start_coordinator(&redis.url(), &scenario::node_body(&bases[0]))?;
-            Ok((redis, redis_proxy, nodes, coordinator))
+            let coordinator = start_coordinator(&url, &scenario::node_body(&bases[0]))?;
+            Ok((redis, replica, front, redis_proxy, nodes, coordinator))
         })
         .await
         .map_err(io::Error::other)??;
-        let (redis, redis_proxy, nodes, coordinator) = started;
+        let (redis, replica, front, redis_proxy, nodes, coordinator) = started;
         Ok(Self {
             redis,
+            replica: Some(replica),
+            front,
             redis_proxy,
             mocks,
             nodes,
             coordinator: Some(coordinator),
             dead_logs: Vec::new(),
         })
+    }
+
+    /// The Redis URL clients use: the front proxy, which follows a failover.
+    pub fn redis_url(&self) -> String {
+        proxy_url(self.front.addr())
     }
 
     /// Client base URLs of the nodes that are up, by node index.
@@ -142,7 +152,7 @@ impl Topology {
     /// Starts node `i` again (new listener ports, same id and mock); waits for `/readyz`.
     pub async fn restart_node(&mut self, i: usize) -> io::Result<()> {
         let base = self.mocks[i].base_url();
-        let url = self.redis.url();
+        let url = self.redis_url();
         let proxy = self.redis_proxy.addr();
         let node = tokio::task::spawn_blocking(move || node_process(i, &url, proxy, &base))
             .await
@@ -169,6 +179,27 @@ impl Topology {
     /// Resumes Redis after [`Topology::pause_redis`].
     pub fn resume_redis(&self) {
         self.redis.resume();
+    }
+
+    /// A failover that may lose the last writes (replication is asynchronous): the replica is
+    /// promoted, the front proxy sends new connections to it, the old master is SIGKILLed (so
+    /// every client's connection drops and reconnects to the new master), and a fresh replica
+    /// of the new master is started for the next failover.
+    pub async fn fail_over(&mut self) -> io::Result<()> {
+        tokio::task::block_in_place(|| {
+            let mut promoted = self
+                .replica
+                .take()
+                .ok_or_else(|| io::Error::other("no replica to promote"))?;
+            promoted.promote()?;
+            self.front.retarget(local(promoted.port));
+            let mut old = std::mem::replace(&mut self.redis, promoted);
+            old.kill();
+            self.front.cut();
+            drop(old);
+            self.replica = Some(RedisServer::start_replica_of(self.redis.port, &REDIS_ARGS)?);
+            Ok(())
+        })
     }
 
     /// Kills every client of Redis that has subscribed to a channel (`sub=` above 0 in
@@ -210,7 +241,7 @@ impl Topology {
 
     /// Starts the coordinator again.
     pub async fn restart_coordinator(&mut self) -> io::Result<()> {
-        let url = self.redis.url();
+        let url = self.redis_url();
         let base = self.mocks[0].base_url();
         let c = tokio::task::spawn_blocking(move || {
             start_coordinator(&url, &scenario::node_body(&base))
@@ -228,6 +259,14 @@ impl Topology {
         logs.extend(self.coordinator.iter().map(CoordinatorProcess::log));
         logs
     }
+}
+
+fn local(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn proxy_url(addr: SocketAddr) -> String {
+    format!("redis://{addr}/0")
 }
 
 /// Client ids of the `CLIENT LIST` lines whose `sub=` count is above 0.
@@ -251,7 +290,7 @@ fn node_process(
     mock_base: &str,
 ) -> io::Result<NodeProcess> {
     let url = if i == PARTITIONED_NODE {
-        format!("redis://{proxy}/0")
+        proxy_url(proxy)
     } else {
         redis_url.to_owned()
     };
