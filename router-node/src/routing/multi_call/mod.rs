@@ -99,6 +99,7 @@ async fn call_target(
         deadline: None,
         excluded: Vec::new(),
         exhausted: Vec::new(),
+        reopens: 0,
         report: Report {
             skips: Some(rt.metrics.skips()),
             ..Report::default()
