@@ -47,10 +47,14 @@ mod tests {
 
     #[test]
     fn out_of_range_values_are_clamped_with_a_warning_naming_the_key() {
+        // A whole valid file: a bare table would not load, and a default config has recovery off.
         let config = Config::from_toml_str(
-            "[resilience.stream_recovery]\nenabled = true\nhold_ms = 0\nmax_reopens = 99\n",
+            "[auth]\nrequire_api_key = false\n\
+             [[providers]]\nid = \"p\"\nbase_url = \"https://p.example\"\n\
+             [[connections]]\nid = \"c\"\nprovider = \"p\"\napi_key_env = \"K\"\n\
+             [resilience.stream_recovery]\nenabled = true\nhold_ms = 0\nmax_reopens = 99\n",
         )
-        .unwrap_or_default();
+        .unwrap_or_else(|errors| panic!("{errors}"));
         let built = settings::build(&config, &EnvLayer::default(), &Persisted::default());
         let values = built.values().stream_recovery;
         assert!(values.enabled);
