@@ -1,6 +1,6 @@
 //! A provider as the hot path sees it: the breaker view published by its breaker actor.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_shared::quota_preflight::Thresholds;
 
@@ -118,6 +118,9 @@ pub struct ProviderHandle {
     /// Tool limits learned from "too many tools" answers, by model: requests above them skip
     /// this provider's target (`tool_limit`) until the limit lapses (`tool_limit_ttl_ms`).
     tool_limits: Mutex<ToolLimits>,
+    /// Set once a limit was ever learned: until then every request skips the lock above (the
+    /// check runs before every attempt and after every success).
+    any_tool_limit: AtomicBool,
 }
 
 impl ProviderHandle {
@@ -142,6 +145,7 @@ impl ProviderHandle {
             config,
             quota_preflight: None,
             tool_limits: Mutex::new(ToolLimits::default()),
+            any_tool_limit: AtomicBool::new(false),
         }
     }
 
@@ -154,6 +158,7 @@ impl ProviderHandle {
         expires_at: Millis,
         now: Millis,
     ) -> Option<Learned> {
+        self.any_tool_limit.store(true, Ordering::Relaxed);
         self.tool_limits
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -162,6 +167,9 @@ impl ProviderHandle {
 
     /// The live learned tool limit of `model`, if any.
     pub fn tool_limit(&self, model: &str, now: Millis) -> Option<u32> {
+        if !self.any_tool_limit.load(Ordering::Relaxed) {
+            return None;
+        }
         self.tool_limits
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
