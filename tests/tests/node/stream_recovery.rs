@@ -15,78 +15,23 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockHandle};
+use switchyard_tests::mock_upstream::FaultSpec;
 
+use crate::streams::{self, CHUNKS, KEY1, KEY2, Setup};
 use crate::support::http::*;
 
-const KEY1: &str = "sk-recovery-key-one-0001";
-const KEY2: &str = "sk-recovery-key-two-0002";
-const MODEL: &str = "p/gpt-4o-mini";
-const CHUNKS: u32 = 6;
-const LIMIT: Duration = Duration::from_secs(10);
-
-struct Setup {
-    mock: MockHandle,
-    node: NodeProcess,
-    http: reqwest::Client,
-    base: String,
-}
-
-/// One mock, provider `p` (openai) with connections `p-k1` (tried first) and `p-k2`;
-/// `recovery` is the body of `[resilience.stream_recovery]` (empty = no table: off).
+/// The stream tests' node (`p-k1` tried first, then `p-k2`, 6 chunks per stream); `recovery`
+/// is the body of `[resilience.stream_recovery]` (empty = no table: off).
 async fn setup(recovery: &str) -> Setup {
-    let mock = mock(CHUNKS).await;
-    let url = mock.base_url();
     let table = if recovery.is_empty() {
         String::new()
     } else {
         format!("\n[resilience.stream_recovery]\n{recovery}\n")
     };
-    let config = format!(
-        "{}{}{}{}{}",
-        open_auth_no_queue(),
-        provider(
-            "p",
-            "openai",
-            &url,
-            &["gpt-4o-mini"],
-            "",
-            "first_content_ms = 5000\nidle_ms = 5000"
-        ),
-        connection("p-k1", "p", "RECOVERY_KEY_1", "priority = 1"),
-        connection("p-k2", "p", "RECOVERY_KEY_2", "priority = 2"),
-        table,
-    );
-    let node = start_node(
-        config,
-        env(&[("RECOVERY_KEY_1", KEY1), ("RECOVERY_KEY_2", KEY2)]),
-    )
-    .await;
-    let base = node.client_url();
-    Setup {
-        mock,
-        node,
-        http: http(),
-        base,
-    }
+    streams::setup("first_content_ms = 5000\nidle_ms = 5000", &table).await
 }
 
 impl Setup {
-    async fn stream(&self) -> StreamReply {
-        post_stream(
-            &self.http,
-            &self.base,
-            "/v1/chat/completions",
-            &chat(MODEL, true),
-            LIMIT,
-        )
-        .await
-    }
-
-    fn hits(&self, key: &str) -> u64 {
-        self.mock.stats().requests_for_key(key)
-    }
-
     async fn metrics(&self) -> String {
         self.http
             .get(format!("{}/metrics", self.node.admin_url()))

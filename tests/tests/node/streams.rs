@@ -20,24 +20,24 @@ use switchyard_tests::mock_upstream::{FaultSpec, MockHandle, Route};
 
 use crate::support::http::*;
 
-const KEY1: &str = "sk-stream-key-one-0001";
-const KEY2: &str = "sk-stream-key-two-0002";
+pub(crate) const KEY1: &str = "sk-stream-key-one-0001";
+pub(crate) const KEY2: &str = "sk-stream-key-two-0002";
 const KEY_ANTHROPIC: &str = "sk-ant-stream-key-0003";
 const MODEL: &str = "p/gpt-4o-mini";
-const CHUNKS: u32 = 6;
+pub(crate) const CHUNKS: u32 = 6;
 const LIMIT: Duration = Duration::from_secs(10);
 
-struct Setup {
-    mock: MockHandle,
-    node: NodeProcess,
-    http: reqwest::Client,
-    base: String,
+pub(crate) struct Setup {
+    pub(crate) mock: MockHandle,
+    pub(crate) node: NodeProcess,
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
 }
 
 /// One mock, provider `p` (openai) with connections `p-k1` (tried first) and `p-k2`, and
 /// provider `a` (anthropic) with `a-k1`. `timeouts` are `p`'s `[providers.timeouts]` lines;
 /// `extra` is appended (resilience tables).
-async fn setup(timeouts: &str, extra: &str) -> Setup {
+pub(crate) async fn setup(timeouts: &str, extra: &str) -> Setup {
     let mock = mock(CHUNKS).await;
     let url = mock.base_url();
     let config = format!(
@@ -69,7 +69,7 @@ async fn setup(timeouts: &str, extra: &str) -> Setup {
 }
 
 impl Setup {
-    async fn stream(&self) -> StreamReply {
+    pub(crate) async fn stream(&self) -> StreamReply {
         post_stream(
             &self.http,
             &self.base,
@@ -80,7 +80,7 @@ impl Setup {
         .await
     }
 
-    fn hits(&self, key: &str) -> u64 {
+    pub(crate) fn hits(&self, key: &str) -> u64 {
         self.mock.stats().requests_for_key(key)
     }
 }
