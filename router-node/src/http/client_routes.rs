@@ -341,6 +341,7 @@ fn committed_body(
         probe: _,
         permits,
         translation,
+        side_calls,
     } = routed;
     let RoutedBody::Stream(stream) = body else {
         return Box::pin(futures_util::stream::empty());
@@ -373,6 +374,8 @@ fn committed_body(
                 &rt, &provider, &conn, &model, &target, &f,
             );
         }
+        book_side_calls(&rt, key_id.as_deref(), &side_calls);
+        let tokens = routing::with_side_usage(end.usage, &side_calls);
         if let Some(mut line) = access_log::Line::start("request") {
             line.str("request_id", &log.0)
                 .str("api_key", key_id.as_deref().unwrap_or("-"))
@@ -390,11 +393,11 @@ fn committed_body(
                 .u64("bytes", end.bytes)
                 .u64(
                     "input_tokens",
-                    end.usage.as_ref().and_then(|u| u.input).unwrap_or(0),
+                    tokens.as_ref().and_then(|u| u.input).unwrap_or(0),
                 )
                 .u64(
                     "output_tokens",
-                    end.usage.as_ref().and_then(|u| u.output).unwrap_or(0),
+                    tokens.as_ref().and_then(|u| u.output).unwrap_or(0),
                 )
                 .u64("duration_ms", millis(log.1.elapsed()));
             if let Some(dropped) = &dropped {
@@ -475,10 +478,12 @@ fn access_log_ok(
 ) {
     let total = started.elapsed();
     let upstream = req.upstream_wait.get();
-    let usage = match &routed.body {
+    let own = match &routed.body {
         RoutedBody::Json(ok) => ok.usage,
         RoutedBody::Stream(_) => None,
     };
+    // The whole request's tokens: a multi-call combo's other calls included.
+    let usage = routing::with_side_usage(own, &routed.side_calls);
     trace::routed(request_id, req, routed);
     let Some(mut line) = access_log::Line::start("request") else {
         return;
@@ -570,7 +575,8 @@ impl Drop for InflightGuard {
     }
 }
 
-/// Records the token usage of a routed JSON answer (metrics and the usage ledger).
+/// Records the token usage of a routed JSON answer (metrics and the usage ledger), and of
+/// the multi-call combo's other calls that produced it.
 fn record_usage(rt: &Runtime, key: Option<&str>, routed: &Routed) {
     let RoutedBody::Json(ok) = &routed.body else {
         return;
@@ -586,4 +592,22 @@ fn record_usage(rt: &Runtime, key: Option<&str>, routed: &Routed) {
         &routed.conn.id,
         ok.usage.as_ref(),
     );
+    book_side_calls(rt, key, &routed.side_calls);
+}
+
+/// Books each side call of a multi-call combo on its own connection: a fusion panel member
+/// or an earlier pipeline step is the client's usage too, but not the answering connection's.
+fn book_side_calls(rt: &Runtime, key: Option<&str>, calls: &[routing::SideCall]) {
+    for call in calls {
+        rt.metrics
+            .usage(call.provider.idx, &call.model, &call.usage);
+        crate::admin::usage::record(
+            rt,
+            key,
+            &call.model,
+            &call.provider.id,
+            &call.connection,
+            Some(&call.usage),
+        );
+    }
 }

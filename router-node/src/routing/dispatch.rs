@@ -74,6 +74,18 @@ pub enum RoutedBody {
     Stream(CommittedStream),
 }
 
+/// `own` plus every side call's usage, field by field (what the whole request cost).
+pub fn with_side_usage(
+    own: Option<switchyard_shared::sse::Usage>,
+    calls: &[SideCall],
+) -> Option<switchyard_shared::sse::Usage> {
+    let mut total = own;
+    for call in calls {
+        super::multi_call::prompt::add_usage(&mut total, Some(&call.usage));
+    }
+    total
+}
+
 /// A successful dispatch, holding its permits until the response is finished.
 pub struct Routed {
     pub body: RoutedBody,
@@ -87,6 +99,20 @@ pub struct Routed {
     pub permits: Permits,
     /// Set when the client's format differs from the provider's: the answer is translated.
     pub translation: Option<Translation>,
+    /// The other upstream calls a multi-call combo made for this answer, booked on their own
+    /// connections when the answer is (empty for every other request).
+    pub side_calls: Vec<SideCall>,
+}
+
+/// One upstream call that answered a multi-call combo's intermediate step (a fusion panel
+/// member, an earlier pipeline step): its usage belongs to its own connection, not to the
+/// connection that answered the client.
+#[derive(Clone)]
+pub struct SideCall {
+    pub provider: Arc<ProviderHandle>,
+    pub connection: Arc<str>,
+    pub model: Arc<str>,
+    pub usage: switchyard_shared::sse::Usage,
 }
 
 /// Routes a request to completion of its dispatch (for streams: to the commit point). A combo

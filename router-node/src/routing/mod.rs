@@ -12,7 +12,7 @@ pub mod select;
 pub mod terminal;
 pub mod translation;
 
-pub use dispatch::{RouteRequest, Routed, RoutedBody, route};
+pub use dispatch::{RouteRequest, Routed, RoutedBody, SideCall, route, with_side_usage};
 pub use pipeline::Permits;
 
 #[cfg(test)]

@@ -25,7 +25,6 @@ const KEY_K: &str = "sk-fusion-k-0000000005";
 
 struct Setup {
     mock: MockHandle,
-    #[allow(dead_code)]
     node: NodeProcess,
     http: reqwest::Client,
     base: String,
@@ -346,4 +345,127 @@ async fn a_failed_pipeline_step_fails_the_combo_or_is_skipped() {
         refined.contains("STEP-ONE-DRAFT") && refined.contains("Improve it."),
         "{refined}"
     );
+}
+
+/// `GET /api/usage?by=connection` as `connection → (requests, input, output)`.
+async fn usage_by_connection(s: &Setup) -> std::collections::HashMap<String, (u64, u64, u64)> {
+    let r = send(
+        s.http
+            .get(format!("{}/api/usage?by=connection", s.node.admin_url()))
+            .bearer_auth(MGMT_KEY),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    let v = r.json();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let n = |k: &str| row[k].as_u64().unwrap_or(0);
+            (
+                row["group"].as_str().unwrap().to_owned(),
+                (n("requests"), n("inputTokens"), n("outputTokens")),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_judge_answers_with_the_first_panel_answer() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "ANSWER-ALPHA", 0),
+            answers(KEY_B, "ANSWER-BRAVO", 0),
+            answers(KEY_C, "ANSWER-CHARLIE", 0),
+            fails(KEY_J),
+        ])
+        .unwrap();
+    let r = s.call("fuse").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(content(&r.json()), "ANSWER-ALPHA");
+    assert_eq!(r.connection(), "ca");
+    assert_eq!(r.header("x-switchyard-fusion-panel"), Some("3"));
+    assert_eq!(
+        r.header("x-switchyard-fusion-fallback"),
+        Some("judge-failed")
+    );
+    assert!(
+        r.header("x-switchyard-fusion-judge-error").is_some(),
+        "{r:#?}"
+    );
+    assert!(s.hits(KEY_J) >= 1, "the judge was not called");
+    // Each member is booked once on its own connection; the failed judge served nothing.
+    let usage = usage_by_connection(&s).await;
+    for c in ["ca", "cb", "cc"] {
+        assert_eq!(usage.get(c), Some(&(1, 10, 5)), "{c}: {usage:?}");
+    }
+    assert_eq!(usage.get("cj").map_or(0, |u| u.1), 0, "{usage:?}");
+
+    // With no panel answer to fall back on, the judge's failure is still never reached: the
+    // panel fails first, with a definite error.
+    s.mock.clear_faults();
+    s.mock
+        .script_all([fails(KEY_A), fails(KEY_B), fails(KEY_C), fails(KEY_J)])
+        .unwrap();
+    let r = s.call("fuse").await;
+    r.assert_error(502, "server_error", "fusion_panel_failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_a_multi_call_combo_is_booked_on_its_own_connection() {
+    let s = setup().await;
+    s.mock
+        .script_all([
+            answers(KEY_A, "ANSWER-ALPHA", 0),
+            answers(KEY_B, "ANSWER-BRAVO", 0),
+            answers(KEY_C, "ANSWER-CHARLIE", 0),
+            answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0),
+        ])
+        .unwrap();
+    let r = s.call("fuse").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    let usage = usage_by_connection(&s).await;
+    for c in ["ca", "cb", "cc", "cj"] {
+        assert_eq!(usage.get(c), Some(&(1, 10, 5)), "{c}: {usage:?}");
+    }
+
+    // A streamed judge: the panel's usage is booked when the stream ends, on the members'
+    // connections; the judge's stream books its own on ck.
+    let r = post_stream(
+        &s.http,
+        &s.base,
+        "/v1/chat/completions",
+        &chat("fuse-stream", true),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.everything());
+    // Booked when the stream's finalisation runs, which may follow the last byte.
+    let usage = crate::support::eventually(Duration::from_secs(5), || async {
+        let usage = usage_by_connection(&s).await;
+        let done = usage.get("ck").is_some_and(|u| u.0 == 1);
+        done.then_some(usage)
+    })
+    .await
+    .expect("the streamed judge's usage was never booked");
+    for c in ["ca", "cb", "cc"] {
+        assert_eq!(usage.get(c), Some(&(2, 20, 10)), "{c}: {usage:?}");
+    }
+    assert_eq!(usage.get("ck").map(|u| u.0), Some(1), "{usage:?}");
+
+    // A pipeline: step 1 on ca, step 2 answers on cb; each books its own.
+    s.mock.clear_faults();
+    s.mock
+        .script_all([
+            answers(KEY_A, "STEP-ONE-DRAFT", 0),
+            answers(KEY_B, "STEP-TWO-FINAL", 0),
+        ])
+        .unwrap();
+    let r = s.call("pipe").await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    let usage = usage_by_connection(&s).await;
+    assert_eq!(usage.get("ca"), Some(&(3, 30, 15)), "{usage:?}");
+    assert_eq!(usage.get("cb"), Some(&(3, 30, 15)), "{usage:?}");
 }

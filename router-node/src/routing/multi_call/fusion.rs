@@ -9,7 +9,12 @@
 //! client's conversation plus the answers and answers the client, streamed if the client
 //! asked for a stream. Fewer answers: the first one in configured order is the answer
 //! (`x-switchyard-fusion-fallback: single-answer`); none: 502 `fusion_panel_failed` (503
-//! when no member reached an upstream).
+//! when no member reached an upstream). A judge that fails does not fail the request: the
+//! first panel answer is the answer (`x-switchyard-fusion-fallback: judge-failed`, with the
+//! judge's error code in `x-switchyard-fusion-judge-error`).
+//!
+//! Every member's usage is booked on the member's own connection, the judge's on the judge's
+//! ([`SideCall`]), whether the client's answer is JSON or a stream.
 
 use std::time::Duration;
 
@@ -17,13 +22,12 @@ use actix_web::http::StatusCode;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use switchyard_shared::config::{ComboRoute, Resolved};
-use switchyard_shared::sse::Usage;
 
 use super::policy::{self, PanelPolicy, PanelProgress, Verdict, Wait};
 use super::prompt::{self, PanelAnswer, Role};
-use super::{CallEnd, call_target, finish, shape_error, sub_request, text_of, usage_of};
+use super::{CallEnd, call_target, finish, shape_error, side_call, sub_request, text_of};
 use crate::api::errors::GatewayError;
-use crate::routing::dispatch::{RouteRequest, Routed, route_resolved, target_key};
+use crate::routing::dispatch::{RouteRequest, Routed, SideCall, route_resolved, target_key};
 use crate::routing::terminal;
 use crate::runtime::RoutingTable;
 
@@ -57,10 +61,7 @@ pub async fn run(
             let Some(best) = rest.next() else {
                 return Err(panel_failed(combo, &panel.failures, panel.dispatched));
             };
-            let mut others = None;
-            for a in rest {
-                prompt::add_usage(&mut others, usage_of(&a.routed));
-            }
+            let others: Vec<SideCall> = rest.filter_map(|a| side_call(&a.routed)).collect();
             tracing::info!(
                 combo = %combo.name,
                 answered,
@@ -184,24 +185,33 @@ async fn member(
 }
 
 /// The judge's call: the client's conversation, then the synthesis instruction with every
-/// answer. The panel's answers (and their permits) are released before it goes out.
+/// answer. The panel's permits are released before it goes out; the first answer is kept as
+/// the answer should the judge fail.
 async fn judge(
     rt: &RoutingTable,
     req: &RouteRequest,
     combo: &ComboRoute,
     answers: Vec<Answered>,
 ) -> Result<Routed, GatewayError> {
-    let mut usage: Option<Usage> = None;
-    let panel: Vec<PanelAnswer> = answers
-        .into_iter()
-        .map(|a| {
-            prompt::add_usage(&mut usage, usage_of(&a.routed));
-            PanelAnswer {
-                label: a.label,
-                text: a.text,
-            }
-        })
-        .collect();
+    // The first answer (kept as the fallback) and the other members, as side calls.
+    let mut first: Option<Routed> = None;
+    let mut first_call: Option<SideCall> = None;
+    let mut others: Vec<SideCall> = Vec::with_capacity(answers.len());
+    let mut panel: Vec<PanelAnswer> = Vec::with_capacity(answers.len());
+    for a in answers {
+        let mut routed = a.routed;
+        routed.permits.release_now();
+        if first.is_none() {
+            first_call = side_call(&routed);
+            first = Some(routed);
+        } else {
+            others.extend(side_call(&routed));
+        }
+        panel.push(PanelAnswer {
+            label: a.label,
+            text: a.text,
+        });
+    }
     let size = panel.len().to_string();
     let instruction = prompt::judge_prompt(&panel);
     let body = prompt::with_messages(
@@ -226,15 +236,33 @@ async fn judge(
     };
     let result = route_resolved(rt, &judge_req, resolved).await;
     req.upstream_wait.add(judge_req.upstream_wait.get());
-    match result {
-        Ok(routed) => {
+    match (result, first) {
+        (Ok(routed), _) => {
             let headers = [
                 ("x-switchyard-fusion-panel", size),
                 ("x-switchyard-fusion-judge", judge_name),
             ];
-            Ok(finish(routed, usage, &headers))
+            let members = first_call.into_iter().chain(others).collect();
+            Ok(finish(routed, members, &headers))
         }
-        Err(e) => Err(e
+        (Err(e), Some(mut answer)) => {
+            tracing::warn!(
+                combo = %combo.name,
+                judge = %judge_name,
+                code = %e.code,
+                "fusion judge failed; the first panel answer is the answer"
+            );
+            // The answer books its own usage; the other members stay side calls.
+            answer.side_calls.clear();
+            let headers = [
+                ("x-switchyard-fusion-panel", size),
+                ("x-switchyard-fusion-judge", judge_name),
+                ("x-switchyard-fusion-fallback", "judge-failed".to_owned()),
+                ("x-switchyard-fusion-judge-error", e.code.to_string()),
+            ];
+            Ok(finish(answer, others, &headers))
+        }
+        (Err(e), None) => Err(e
             .with_header("x-switchyard-fusion-panel", &size)
             .with_field("fusion_judge", judge_name)),
     }

@@ -7,8 +7,9 @@
 //! policy ([`policy`]), and send every call through the same per-target pipeline as any
 //! request ([`super::pipeline::run_target`]: cooldowns, breakers, gates, retries), so each
 //! failure updates the shared state as usual. The client gets one answer: the judge's or the
-//! last step's [`Routed`], with the usage of every call summed into a JSON answer and
-//! `x-switchyard-fusion-*` / `x-switchyard-pipeline-*` headers saying what happened.
+//! last step's [`Routed`], carrying the other calls as [`SideCall`]s (each booked on its own
+//! connection when the answer is) and `x-switchyard-fusion-*` / `x-switchyard-pipeline-*`
+//! headers saying what happened.
 
 pub mod fusion;
 pub mod policy;
@@ -23,10 +24,9 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use switchyard_shared::config::{ComboRoute, Target};
-use switchyard_shared::sse::Usage;
 use switchyard_shared::strategy::Strategy;
 
-use super::dispatch::{RouteRequest, Routed, RoutedBody};
+use super::dispatch::{RouteRequest, Routed, RoutedBody, SideCall};
 use super::pipeline::{self, RequestCtx};
 use super::report::Report;
 use crate::api::body::parse_body;
@@ -142,22 +142,27 @@ fn text_of(req: &RouteRequest, routed: &Routed) -> String {
     }
 }
 
-/// The usage a routed JSON answer reported.
-fn usage_of(routed: &Routed) -> Option<&Usage> {
-    match &routed.body {
-        RoutedBody::Json(ok) => ok.usage.as_ref(),
-        RoutedBody::Stream(_) => None,
-    }
+/// A routed JSON answer as a side call of the answer the client gets: its usage, booked on
+/// its own connection (`None` when it reported none, or for a stream, which books its own).
+fn side_call(routed: &Routed) -> Option<SideCall> {
+    let RoutedBody::Json(ok) = &routed.body else {
+        return None;
+    };
+    Some(SideCall {
+        provider: routed.provider.clone(),
+        connection: routed.conn.id.clone(),
+        model: routed.model.clone(),
+        usage: ok.usage?,
+    })
 }
 
-/// Adds the usage of the other calls to the answer the client gets (a JSON answer; a stream
-/// reports its own usage as it ends), and the headers saying what happened.
-fn finish(mut routed: Routed, others: Option<Usage>, headers: &[(&'static str, String)]) -> Routed {
+/// Hands the other calls' usage to the answer the client gets (booked on their own
+/// connections with it, whether it is JSON or a stream), and adds the headers saying what
+/// happened.
+fn finish(mut routed: Routed, others: Vec<SideCall>, headers: &[(&'static str, String)]) -> Routed {
+    routed.side_calls.extend(others);
     let list = match &mut routed.body {
-        RoutedBody::Json(ok) => {
-            prompt::add_usage(&mut ok.usage, others.as_ref());
-            &mut ok.headers
-        }
+        RoutedBody::Json(ok) => &mut ok.headers,
         RoutedBody::Stream(s) => &mut s.headers,
     };
     for (name, value) in headers {

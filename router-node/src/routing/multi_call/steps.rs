@@ -10,11 +10,10 @@
 
 use actix_web::http::StatusCode;
 use switchyard_shared::config::{ComboRoute, StepFailure, Target};
-use switchyard_shared::sse::Usage;
 
-use super::{call_target, finish, shape_error, sub_request, text_of, usage_of};
+use super::{call_target, finish, shape_error, side_call, sub_request, text_of};
 use crate::api::errors::GatewayError;
-use crate::routing::dispatch::{RouteRequest, Routed, target_key};
+use crate::routing::dispatch::{RouteRequest, Routed, SideCall, target_key};
 use crate::runtime::RoutingTable;
 
 /// Runs the steps in order.
@@ -28,8 +27,8 @@ pub async fn run(
     let keep_last = opts.on_step_failure == StepFailure::Skip;
     let mut previous_text: Option<String> = None;
     let mut previous: Option<Routed> = None;
-    // Usage of the steps before the answer the client gets.
-    let mut usage: Option<Usage> = None;
+    // The steps before the answer the client gets, booked with it.
+    let mut earlier: Vec<SideCall> = Vec::new();
     let mut served = 0usize;
     let mut skipped: Vec<String> = Vec::new();
     for (i, target) in combo.targets.iter().enumerate() {
@@ -49,17 +48,20 @@ pub async fn run(
             Ok(routed) => {
                 served += 1;
                 if let Some(before) = previous.take() {
-                    super::prompt::add_usage(&mut usage, usage_of(&before));
+                    earlier.extend(side_call(&before));
                 }
                 if last {
                     let headers = headers(served, &skipped);
-                    return Ok(finish(routed, usage, &headers));
+                    return Ok(finish(routed, earlier, &headers));
                 }
                 previous_text = Some(text_of(req, &routed));
                 if keep_last {
-                    previous = Some(routed);
+                    // Kept only as the answer of last resort: its permits go back now.
+                    let mut kept = routed;
+                    kept.permits.release_now();
+                    previous = Some(kept);
                 } else {
-                    super::prompt::add_usage(&mut usage, usage_of(&routed));
+                    earlier.extend(side_call(&routed));
                 }
             }
             Err(e) if keep_last => {
@@ -75,7 +77,7 @@ pub async fn run(
         }
     }
     match previous {
-        Some(answer) => Ok(finish(answer, usage, &headers(served, &skipped))),
+        Some(answer) => Ok(finish(answer, earlier, &headers(served, &skipped))),
         None => Err(GatewayError::new(
             StatusCode::BAD_GATEWAY,
             "server_error",

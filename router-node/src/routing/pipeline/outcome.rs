@@ -73,6 +73,7 @@ pub fn on_success(
         probe: generation,
         permits,
         translation: ctx.translation.take(),
+        side_calls: Vec::new(),
     }
 }
 

@@ -27,9 +27,25 @@ pub struct Permits {
     _queue: Option<QueuePermit>,
     conn: Arc<ConnHandle>,
     provider: Arc<ProviderHandle>,
+    released: bool,
 }
 
 impl Permits {
+    /// Gives everything back now, for an answer that is already read and is only kept (a
+    /// fusion panel answer held as the fallback while the judge runs); dropping the value
+    /// later gives back nothing twice.
+    pub fn release_now(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        self._conn = None;
+        self._model = None;
+        self._queue = None;
+        self.conn.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.provider.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Counts one attempt in flight on `conn` and its provider until the value is dropped.
     fn new(
         conn_permit: Option<OwnedSemaphorePermit>,
@@ -46,14 +62,14 @@ impl Permits {
             _queue: queue,
             conn: conn.clone(),
             provider: provider.clone(),
+            released: false,
         }
     }
 }
 
 impl Drop for Permits {
     fn drop(&mut self) {
-        self.conn.inflight.fetch_sub(1, Ordering::AcqRel);
-        self.provider.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.release_now();
     }
 }
 
