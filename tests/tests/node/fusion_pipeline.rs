@@ -122,6 +122,16 @@ fn answers(key: &str, text: &str, delay_ms: u64) -> FaultSpec {
     f
 }
 
+/// The three panel members answer at once, and the judge `pj` as `judge` says.
+fn panel_then(judge: FaultSpec) -> [FaultSpec; 4] {
+    [
+        answers(KEY_A, "ANSWER-ALPHA", 0),
+        answers(KEY_B, "ANSWER-BRAVO", 0),
+        answers(KEY_C, "ANSWER-CHARLIE", 0),
+        judge,
+    ]
+}
+
 /// Every request on `key` fails with a 500.
 fn fails(key: &str) -> FaultSpec {
     FaultSpec::status(500).for_key(key)
@@ -134,6 +144,17 @@ impl Setup {
             &self.base,
             "/v1/chat/completions",
             &chat(combo, false),
+        )
+        .await
+    }
+
+    async fn call_stream(&self, combo: &str) -> StreamReply {
+        post_stream(
+            &self.http,
+            &self.base,
+            "/v1/chat/completions",
+            &chat(combo, true),
+            Duration::from_secs(20),
         )
         .await
     }
@@ -162,12 +183,7 @@ fn content(v: &Value) -> &str {
 async fn fusion_judge_gets_every_panel_answer_and_answers_the_client() {
     let s = setup().await;
     s.mock
-        .script_all([
-            answers(KEY_A, "ANSWER-ALPHA", 0),
-            answers(KEY_B, "ANSWER-BRAVO", 0),
-            answers(KEY_C, "ANSWER-CHARLIE", 0),
-            answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0),
-        ])
+        .script_all(panel_then(answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0)))
         .unwrap();
     let r = s.call("fuse").await;
     assert_eq!(r.status, 200, "{r:#?}");
@@ -196,14 +212,7 @@ async fn fusion_judge_gets_every_panel_answer_and_answers_the_client() {
 
     // A client stream: the panel is not streamed, the judge's answer is.
     let before = s.hits(KEY_A);
-    let r = post_stream(
-        &s.http,
-        &s.base,
-        "/v1/chat/completions",
-        &chat("fuse-stream", true),
-        Duration::from_secs(20),
-    )
-    .await;
+    let r = s.call_stream("fuse-stream").await;
     assert_eq!(r.status, 200, "{}", r.everything());
     assert_eq!(r.header("x-switchyard-fusion-panel"), Some("3"));
     assert_eq!(chat_text(&r.events()), mock_text(4));
@@ -374,14 +383,7 @@ async fn usage_by_connection(s: &Setup) -> std::collections::HashMap<String, (u6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_judge_answers_with_the_first_panel_answer() {
     let s = setup().await;
-    s.mock
-        .script_all([
-            answers(KEY_A, "ANSWER-ALPHA", 0),
-            answers(KEY_B, "ANSWER-BRAVO", 0),
-            answers(KEY_C, "ANSWER-CHARLIE", 0),
-            fails(KEY_J),
-        ])
-        .unwrap();
+    s.mock.script_all(panel_then(fails(KEY_J))).unwrap();
     let r = s.call("fuse").await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(content(&r.json()), "ANSWER-ALPHA");
@@ -417,12 +419,7 @@ async fn a_failing_judge_answers_with_the_first_panel_answer() {
 async fn every_call_of_a_multi_call_combo_is_booked_on_its_own_connection() {
     let s = setup().await;
     s.mock
-        .script_all([
-            answers(KEY_A, "ANSWER-ALPHA", 0),
-            answers(KEY_B, "ANSWER-BRAVO", 0),
-            answers(KEY_C, "ANSWER-CHARLIE", 0),
-            answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0),
-        ])
+        .script_all(panel_then(answers(KEY_J, "THE-JUDGE-SYNTHESIS", 0)))
         .unwrap();
     let r = s.call("fuse").await;
     assert_eq!(r.status, 200, "{r:#?}");
@@ -433,14 +430,7 @@ async fn every_call_of_a_multi_call_combo_is_booked_on_its_own_connection() {
 
     // A streamed judge: the panel's usage is booked when the stream ends, on the members'
     // connections; the judge's stream books its own on ck.
-    let r = post_stream(
-        &s.http,
-        &s.base,
-        "/v1/chat/completions",
-        &chat("fuse-stream", true),
-        Duration::from_secs(20),
-    )
-    .await;
+    let r = s.call_stream("fuse-stream").await;
     assert_eq!(r.status, 200, "{}", r.everything());
     // Booked when the stream's finalisation runs, which may follow the last byte.
     let usage = crate::support::eventually(Duration::from_secs(5), || async {
