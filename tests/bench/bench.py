@@ -434,7 +434,8 @@ def cmd_report(args):
     w(f"- load average (1/5/15 min) before: {meta.get('load_before', '?')}; after: "
       f"{meta.get('load_after', '?')}; quiet-machine wait: {meta.get('quiet', '?')}")
     w(f"- gateway pinned to core {meta.get('gateway_core', '?')}; mock upstream and load generator "
-      f"to core {meta.get('load_core', '?')}; node access log: {meta.get('access_log', '?')}")
+      f"to core {meta.get('load_core', '?')}; node access log: {meta.get('access_log', '?')}; "
+      f"require_api_key: {'true (one client key)' if meta.get('require_api_key') else 'false'}")
     w(f"- phases: warm-up {meta.get('warmup_s', '?')} s, saturation {meta.get('sat_s', '?')} s, "
       f"latency probes {meta.get('lat_s', '?')} s at {meta.get('probe_rate', '?')} req/s on one connection")
     w("")

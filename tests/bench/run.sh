@@ -16,6 +16,7 @@ usage() {
 	cat <<'EOF'
 usage: tests/bench/run.sh [--quick] [--no-build] [--node-bin FILE] [--phases LIST] [--out DIR]
                           [--max-load L] [--quiet-timeout S] [--gateway-core N] [--load-core N]
+                          [--require-key]
 
   --quick            shorter phases (about 90 s after the build)
   --no-build         use the existing release binaries
@@ -30,11 +31,15 @@ usage: tests/bench/run.sh [--quick] [--no-build] [--node-bin FILE] [--phases LIS
   --quiet-timeout S  ... or S seconds have passed (default 45, quick 2); the load is recorded
   --gateway-core N   core for switchyard-node (default 0)
   --load-core N      core for the mock upstream and oha (default 1)
+  --require-key      nodes run with require_api_key = true and one client key, which every
+                     request to a node carries (issue 21's condition for its targets; the
+                     ttfb probe sends none, so leave that phase out)
 EOF
 }
 
 QUICK=0
 BUILD=1
+REQUIRE_KEY=0
 NODE_BIN_ARG=""
 PHASES=all
 OUT=""
@@ -53,6 +58,7 @@ while (($#)); do
 	--quiet-timeout) QUIET_TIMEOUT=$2; shift ;;
 	--gateway-core) GW_CORE=$2; shift ;;
 	--load-core) LOAD_CORE=$2; shift ;;
+	--require-key) REQUIRE_KEY=1 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -262,10 +268,11 @@ start_node() { # name config-kind
 	local name=$1 kind=$2 port admin cfg=$RUN/node-$1.toml t0 t1 idle
 	read -r port admin < <(python3 "$HELPER" free-ports 2)
 	CATALOG_MODEL=$(python3 "$HELPER" config "$kind" "$cfg" --upstream "$MOCK_ADDR" \
-		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" ${REDIS_URL:+--redis-url "$REDIS_URL"})
+		--listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" ${REDIS_URL:+--redis-url "$REDIS_URL"} \
+		$( ((REQUIRE_KEY)) && echo --require-key))
 	# Default log level: the access log (one JSON line per request) goes to a file, as in production.
 	t0=$(now_us)
-	env -u RUST_LOG BENCH_UPSTREAM_KEY="$UPSTREAM_KEY" "${NODE_ENV[@]}" \
+	env -u RUST_LOG BENCH_UPSTREAM_KEY="$UPSTREAM_KEY" BENCH_CLIENT_KEY="$CLIENT_KEY" "${NODE_ENV[@]}" \
 		taskset -c "$GW_CORE" "$NODE_BIN" --config "$cfg" >"$RUN/node-$name.log" 2>&1 &
 	NODE_PID=$!
 	track "$NODE_PID"
@@ -306,7 +313,10 @@ EOF
 # --- one measured phase --------------------------------------------------------------------
 # Requests to the mock direct carry the API key the node would send upstream (AUTH, set by
 # direct()); requests to the node are anonymous, as its config allows.
+# Requests to a node carry the client key when the node requires one (--require-key).
+CLIENT_KEY=sk-bench-client-not-a-secret
 AUTH=""
+((REQUIRE_KEY)) && AUTH="authorization: Bearer $CLIENT_KEY"
 oha_run() { # out-file oha-args...
 	local out=$1 auth=()
 	shift
@@ -560,6 +570,7 @@ json.dump({
     "quiet": "$QUIET", "max_load": "$MAX_LOAD",
     "gateway_core": $GW_CORE, "load_core": $LOAD_CORE,
     "access_log": "default level (info): JSON lines, stdout redirected to a file",
+    "require_api_key": $( ((REQUIRE_KEY)) && echo True || echo False),
     "warmup_s": $WARM, "sat_s": $SAT, "lat_s": $LAT, "short_sat_s": $SHORT_SAT,
     "short_lat_s": $SHORT_LAT, "probe_rate": $RATE, "sat_conns": $SAT_CONNS,
     "sse_chunks": $SSE_CHUNKS, "slow_streams": $SLOW_STREAMS, "slow_chunks": $SLOW_CHUNKS,
