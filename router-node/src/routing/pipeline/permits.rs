@@ -58,18 +58,9 @@ impl Drop for Permits {
 }
 
 /// Queue admission then the composite gate. `Err`: the connection is saturated, with why.
-pub async fn acquire(
-    rt: &RoutingTable,
-    provider: &Arc<ProviderHandle>,
-    conn: &Arc<ConnHandle>,
-    model: &str,
-) -> Result<Permits, TargetSkip> {
-    acquire_for(rt, provider, conn, model, false).await
-}
-
-/// [`acquire`]; for a `quota-share` combo the connection gate serialises fail-open
+/// For a `quota-share` combo the connection gate serialises fail-open
 /// ([`crate::routing::quota_share::serialise`]).
-pub async fn acquire_for(
+pub async fn acquire(
     rt: &RoutingTable,
     provider: &Arc<ProviderHandle>,
     conn: &Arc<ConnHandle>,
