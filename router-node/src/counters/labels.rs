@@ -114,6 +114,22 @@ impl RejectionType {
 }
 
 label_enum! {
+    /// `outcome` of quota-share serialisation at a capped connection.
+    QuotaShareWait {
+        /// A slot, at once or after waiting in line.
+        Acquired => "acquired",
+        /// The wait timed out; dispatched without a slot (fail-open).
+        TimeoutProceeded => "timeout_proceeded",
+        /// The line was full; dispatched without a slot (fail-open).
+        QueueFullProceeded => "queue_full_proceeded",
+        /// The wait timed out and fail-open is off: the connection was skipped.
+        TimeoutRejected => "timeout_rejected",
+        /// The line was full and fail-open is off: the connection was skipped.
+        QueueFullRejected => "queue_full_rejected",
+    }
+}
+
+label_enum! {
     /// `reason` a target was skipped (the reasons of `skippedTargets`).
     SkipReason {
         CircuitOpen => "circuit_open",

@@ -62,8 +62,8 @@ pub use crate::counters::{CooldownCounts, TransitionCounts};
 pub use crate::upstream::wait::{UpstreamWait, WaitTimer};
 pub use collector::StateCollector;
 use labels::{
-    AbortKind, AttemptFailureKind, FallbackReason, OTHER, RejectionType, Route, SkipLabel,
-    SkipReason, StatusClass, TokenType,
+    AbortKind, AttemptFailureKind, FallbackReason, OTHER, QuotaShareWait, RejectionType, Route,
+    SkipLabel, SkipReason, StatusClass, TokenType,
 };
 
 use crate::actors::ActorStats;
@@ -186,6 +186,8 @@ pub struct Metrics {
     /// Last-resort dispatches (global fallback model, emergency fallback) by result.
     last_resorts: IntCounterVec,
     stream_recoveries: IntCounterVec,
+    /// Quota-share serialisation at capped connections, by outcome (a closed set).
+    quota_share_waits: [IntCounter; QuotaShareWait::COUNT],
     /// Sessions' combo pins cleared after consecutive combo failures.
     session_pins_cleared: IntCounter,
     /// Egress siblings a quota or rate 429 was spread to, by the origin's provider.
@@ -463,6 +465,15 @@ impl Metrics {
             "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED).",
             &["kind", "outcome"],
         )?;
+        let quota_share_waits = counter_vec(
+            r,
+            "switchyard_quota_share_waits_total",
+            "Quota-share dispatches to a connection with max_concurrent, by outcome: acquired (a slot, at once or after waiting), timeout_proceeded / queue_full_proceeded (dispatched without a slot: fail-open), timeout_rejected / queue_full_rejected (quota_share_fail_open = false: the connection was skipped).",
+            &["outcome"],
+        )?;
+        let quota_share_waits = children(QuotaShareWait::labels(), |o| {
+            quota_share_waits.get_metric_with_label_values(&[o])
+        })?;
         let egress_sibling_locks = counter_vec(
             r,
             "switchyard_egress_sibling_locks_total",
@@ -523,6 +534,7 @@ impl Metrics {
             body_retries,
             last_resorts,
             stream_recoveries,
+            quota_share_waits,
             session_pins_cleared,
             egress_sibling_locks,
             usage_wall_events,
@@ -570,6 +582,11 @@ impl Metrics {
     /// `failed`.
     pub fn last_resort(&self, kind: &str, result: &str) {
         self.last_resorts.with_label_values(&[kind, result]).inc();
+    }
+
+    /// Counts a quota-share serialisation outcome at a capped connection.
+    pub fn quota_share_wait(&self, outcome: QuotaShareWait) {
+        self.count(&self.quota_share_waits, outcome.index());
     }
 
     /// Counts a stream recovery decision: `kind` `reopen`, `outcome` `reopened` or
@@ -637,6 +654,7 @@ impl Metrics {
             body_retries: self.body_retries.clone(),
             last_resorts: self.last_resorts.clone(),
             stream_recoveries: self.stream_recoveries.clone(),
+            quota_share_waits: self.quota_share_waits.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),
             egress_sibling_locks: self.egress_sibling_locks.clone(),
             usage_wall_events: self.usage_wall_events.clone(),

@@ -201,6 +201,7 @@ pub(super) async fn route_resolved(
             ..Report::default()
         },
         reopens: 0,
+        quota_share: strategy == Some(Strategy::QuotaShare),
     };
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
@@ -300,6 +301,11 @@ fn order_targets(
             };
             if let Some(p) = provider {
                 select::fill_target(rt, p, &mut c, now);
+            }
+            // quota-share balances the members' own load against their caps.
+            if strategy == Strategy::QuotaShare {
+                (c.in_flight, c.max_concurrent) = super::quota_share::member_load(rt, t);
+                c.id_hash = super::quota_share::member_hash(t);
             }
             c
         })

@@ -6,6 +6,7 @@
 //! slice. Float inputs are sanitised when read (NaN, infinities and negatives count as
 //! "unknown"), so a bad quota header cannot poison an ordering.
 
+use super::quota_share::Deficits;
 use crate::Millis;
 
 /// Requests kept on one candidate before round-robin rotates (the reference's
@@ -57,6 +58,9 @@ pub struct Candidate {
     pub weight: u32,
     /// Requests currently executing on it.
     pub in_flight: u32,
+    /// Its concurrency cap (`max_concurrent`), 0 = uncapped; `quota-share` de-prioritises a
+    /// candidate whose `in_flight` reached it.
+    pub max_concurrent: u32,
     pub last_used_at: Option<Millis>,
     /// Consecutive selections of this candidate (round-robin stickiness, p2c penalty).
     pub consecutive_use_count: u32,
@@ -88,6 +92,7 @@ impl Candidate {
             priority: 0,
             weight: 1,
             in_flight: 0,
+            max_concurrent: 0,
             last_used_at: None,
             consecutive_use_count: 0,
             backoff_level: 0,
@@ -200,18 +205,20 @@ pub(super) struct Deck {
     pub(super) last: Option<(u64, usize)>,
 }
 
-/// Memory of the stateful strategies (`round-robin`, `strict-random`, `lkgp`) for one provider
-/// or combo.
+/// Memory of the stateful strategies (`round-robin`, `strict-random`, `lkgp`, `quota-share`)
+/// for one provider or combo.
 ///
 /// The caller owns it: a node keeps one per provider and per combo behind a plain mutex (it is
-/// `Copy` and under 100 bytes; the critical section is one O(n) `pick`, well under a microsecond), and
-/// a cluster may share nothing at all: each node rotating on its own still spreads load. Both
-/// `pick` and `order` advance it by exactly one selection (the first element counts as used).
+/// `Copy` and about 350 bytes, most of it `quota-share`'s deficit table; the critical section
+/// is one O(n) `pick`, well under a microsecond), and a cluster may share nothing at all: each
+/// node rotating on its own still spreads load. Both `pick` and `order` advance it by exactly
+/// one selection (the first element counts as used).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StrategyState {
     pub(super) sticky: Option<Sticky>,
     pub(super) deck: Option<Deck>,
     pub(super) last_good: Option<u64>,
+    pub(super) quota_share: Deficits,
 }
 
 impl StrategyState {
@@ -220,7 +227,14 @@ impl StrategyState {
             sticky: None,
             deck: None,
             last_good: None,
+            quota_share: Deficits::new(),
         }
+    }
+
+    /// `quota-share`'s deficit of a member (requests it is owed this round), `None` when the
+    /// member has no slot.
+    pub fn quota_share_deficit(&self, id_hash: u64) -> Option<i32> {
+        self.quota_share.get(id_hash)
     }
 
     /// Remember a success for `lkgp`.

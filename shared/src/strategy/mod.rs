@@ -23,6 +23,7 @@ mod hash;
 mod name;
 mod observed;
 mod quota;
+mod quota_share;
 mod random;
 mod ranked;
 mod rotation;
@@ -52,6 +53,7 @@ pub use hash::{fmix64, fnv1a64, rendezvous_weight, stable_hash};
 pub use name::{Strategy, UnknownStrategy};
 pub use observed::{AttemptOutcome, DEFAULT_LATENCY_DECAY_MS, Observed};
 pub use quota::reset_aware_score;
+pub use quota_share::{Deficits as QuotaShareDeficits, QUOTA_SHARE_SLOTS};
 pub use random::health_score;
 pub use session_pin::{COMBO_FAILURE_THRESHOLD, SessionPins};
 
@@ -171,6 +173,7 @@ fn choose<'a, R: Rng + ?Sized>(
         Strategy::QuotaWeighted => quota::weighted(pool, rng),
         Strategy::Auto => auto::best(pool, ctx, rng),
         Strategy::ContextOptimized => ranked::best(pool, context::fit_cmp(ctx.prompt_tokens)),
+        Strategy::QuotaShare => quota_share::pick(pool, &mut state.quota_share, rng),
     }
 }
 
@@ -234,5 +237,6 @@ fn arrange<R: Rng + ?Sized>(
             sort(rest, &auto::cmp(&stats, ctx));
         }
         Strategy::ContextOptimized => sort(rest, &context::fit_cmp(ctx.prompt_tokens)),
+        Strategy::QuotaShare => sort(rest, &quota_share::rest_cmp(state.quota_share)),
     }
 }

@@ -52,6 +52,10 @@ pub enum Strategy {
     Auto,
     /// The tightest context window that fits the request first; too small ones last.
     ContextOptimized,
+    /// Deficit round robin by `weight` over a shared subscription pool, power of two choices
+    /// on the in-flight/`max_concurrent` ratio within a round; a member at its cap only when
+    /// all are. The reference keeps it internal; here a combo may name it.
+    QuotaShare,
     /// Not an order: every target (up to the panel size) answers in parallel and a judge model
     /// synthesises one answer from the panel's (`[combos.fusion]`).
     Fusion,
@@ -62,7 +66,7 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, in the order the example config lists them.
-    pub const ALL: [Strategy; 20] = [
+    pub const ALL: [Strategy; 21] = [
         Self::Priority,
         Self::Weighted,
         Self::RoundRobin,
@@ -81,6 +85,7 @@ impl Strategy {
         Self::QuotaWeighted,
         Self::Auto,
         Self::ContextOptimized,
+        Self::QuotaShare,
         Self::Fusion,
         Self::Pipeline,
     ];
@@ -121,6 +126,7 @@ impl Strategy {
             Self::QuotaWeighted => "quota-weighted",
             Self::Auto => "auto",
             Self::ContextOptimized => "context-optimized",
+            Self::QuotaShare => "quota-share",
             Self::Fusion => "fusion",
             Self::Pipeline => "pipeline",
         }
@@ -136,6 +142,7 @@ impl Strategy {
                 | Self::P2c
                 | Self::QuotaWeighted
                 | Self::Auto
+                | Self::QuotaShare
         )
     }
 

@@ -35,7 +35,7 @@ prop_compose! {
         id_hash in any::<u64>(),
         priority in 0u32..4,
         weight in 0u32..5,
-        in_flight in 0u32..4,
+        (in_flight, max_concurrent) in (0u32..4, 0u32..3),
         last_used_at in proptest::option::of(0u64..10),
         consecutive_use_count in 0u32..5,
         backoff_level in 0u32..3,
@@ -51,7 +51,8 @@ prop_compose! {
         healthy in proptest::bool::weighted(0.8),
     ) -> Candidate {
         Candidate {
-            index: 0, id_hash, priority, weight, in_flight, last_used_at, consecutive_use_count,
+            index: 0, id_hash, priority, weight, in_flight, max_concurrent, last_used_at,
+            consecutive_use_count,
             backoff_level, cost, latency_ms, quota, last_success_at, context_window, tier, healthy,
         }
     }

@@ -57,6 +57,7 @@ fn names_round_trip_through_from_str_and_serde() {
         "quota-weighted",
         "auto",
         "context-optimized",
+        "quota-share",
         "fusion",
         "pipeline",
     ];

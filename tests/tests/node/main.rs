@@ -36,6 +36,7 @@ mod memory;
 mod metrics;
 mod persistence;
 mod provider_cooldown;
+mod quota_share;
 mod reload;
 mod resilience;
 mod retry_info;

@@ -81,6 +81,9 @@ pub struct RequestCtx {
     pub deadline: Option<Millis>,
     /// Streams truncated inside the recovery hold and reopened (see [`attempt::reopen_or_fail`]).
     pub reopens: u32,
+    /// A `quota-share` combo: a capped connection's gate serialises fail-open
+    /// ([`crate::routing::quota_share`]).
+    pub quota_share: bool,
 }
 
 /// One target while its connections are tried.
@@ -168,13 +171,14 @@ pub async fn run_target(
             Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
         };
         let fenced = fence::before_permits(rt, req, &conn).await?;
-        let permits = match permits::acquire(rt, &ctx.provider, &conn, &ctx.model).await {
-            Ok(p) => p,
-            Err(skip) => {
-                permits::refused(rt, &mut ctx, rc, &conn, skip);
-                continue;
-            }
-        };
+        let permits =
+            match permits::acquire(rt, &ctx.provider, &conn, &ctx.model, rc.quota_share).await {
+                Ok(p) => p,
+                Err(skip) => {
+                    permits::refused(rt, &mut ctx, rc, &conn, skip);
+                    continue;
+                }
+            };
         fence::at_dispatch(rt, req, &conn, fenced).await?;
         // A cluster probe's lease may have lapsed while it waited: then it must not go.
         if let (Some(cluster), Some(probe)) = (&rt.cluster, &ctx.probe)

@@ -74,11 +74,14 @@ impl Drop for Permits {
 }
 
 /// Queue admission then the composite gate. `Err`: the connection is saturated, with why.
+/// For a `quota-share` combo the connection gate serialises fail-open
+/// ([`crate::routing::quota_share::serialise`]).
 pub async fn acquire(
     rt: &RoutingTable,
     provider: &Arc<ProviderHandle>,
     conn: &Arc<ConnHandle>,
     model: &str,
+    quota_share: bool,
 ) -> Result<Permits, TargetSkip> {
     let queue = if queue_enabled(rt, provider, conn) {
         Some(admit_queue(rt, conn).await?)
@@ -92,11 +95,12 @@ pub async fn acquire(
             s.concurrency.semaphore_queue_timeout_ms,
         )
     };
-    let conn_permit = conn
-        .gate
-        .acquire(max_queue, timeout)
-        .await
-        .map_err(gate_skip)?;
+    let conn_permit = if quota_share {
+        crate::routing::quota_share::serialise(rt, conn, max_queue, timeout).await
+    } else {
+        conn.gate.acquire(max_queue, timeout).await
+    }
+    .map_err(gate_skip)?;
     let model_permit = match conn.model_gates.get(model) {
         Some(g) => g.acquire(max_queue, timeout).await.map_err(gate_skip)?,
         None => None,

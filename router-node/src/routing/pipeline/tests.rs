@@ -213,13 +213,13 @@ async fn permits_count_in_flight_until_dropped_and_a_full_gate_is_refused() {
     rt.settings.store(Arc::new(settings));
     let provider = rt.providers[0].clone();
     let capped = conn(&rt, "p-2");
-    let held = permits::acquire(&rt, &provider, &capped, "m")
+    let held = permits::acquire(&rt, &provider, &capped, "m", false)
         .await
         .unwrap();
     assert_eq!(capped.inflight.load(Ordering::Acquire), 1);
     assert_eq!(provider.inflight.load(Ordering::Acquire), 1);
 
-    let Err(skip) = permits::acquire(&rt, &provider, &capped, "m").await else {
+    let Err(skip) = permits::acquire(&rt, &provider, &capped, "m", false).await else {
         panic!("p-2 allows one request at a time");
     };
     assert!(matches!(skip, TargetSkip::Saturated { .. }), "{skip:?}");
@@ -232,7 +232,7 @@ async fn permits_count_in_flight_until_dropped_and_a_full_gate_is_refused() {
     drop(held);
     assert_eq!(capped.inflight.load(Ordering::Acquire), 0);
     assert_eq!(provider.inflight.load(Ordering::Acquire), 0);
-    let again = permits::acquire(&rt, &provider, &capped, "m").await;
+    let again = permits::acquire(&rt, &provider, &capped, "m", false).await;
     assert!(again.is_ok(), "the permit came back on drop");
 }
 
@@ -410,7 +410,9 @@ async fn a_successful_probe_settles_its_lease_and_closes_the_breaker() {
     let rc = rc(30);
     let p1 = conn(&rt, "p-1");
     let provider = ctx.provider.clone();
-    let permits = permits::acquire(&rt, &provider, &p1, "m").await.unwrap();
+    let permits = permits::acquire(&rt, &provider, &p1, "m", false)
+        .await
+        .unwrap();
     let started = rt.clock.now();
     let Attempted::Replied(body) = attempt::attempt(&rt, &req, &ctx, &p1, 0, started, false).await
     else {
