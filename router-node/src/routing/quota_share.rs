@@ -7,11 +7,15 @@
 //! cannot hold anything back; the serialisation here is what does. A quota-share dispatch to a
 //! capped connection waits in that connection's concurrency gate (the same gate and line every
 //! request to the connection uses, so the account sees at most its cap from this node; queue
-//! bounds from `[resilience.concurrency]`). It is **fail-open**: a full line or a timeout
-//! dispatches without a slot instead of refusing a request that could be sent, unless
-//! `quota_share_fail_open = false`, and every outcome is counted in
-//! `switchyard_quota_share_waits_total{outcome}`. A slot, when there is one, is released
-//! exactly once with the attempt's other permits.
+//! bounds from `[resilience.concurrency]`). It is **fail-open**, as the reference's `qsconn`
+//! semaphore: a full line or a timeout does not refuse the request, unless
+//! `quota_share_fail_open = false`; every outcome is counted in
+//! `switchyard_quota_share_waits_total{outcome}`. What fail-open lets through still meets the
+//! connection's own cap, as in the reference, where the account semaphore stands behind the
+//! quota-share one: [`super::pipeline::permits`] waits for the gate once more, and a connection
+//! still saturated then is skipped like any saturated connection (the next member, or a typed
+//! 429). So `max_concurrent` holds for quota-share combos too (cluster-wide in redis mode). A
+//! slot, when there is one, is released exactly once with the attempt's other permits.
 
 use std::sync::atomic::Ordering;
 

@@ -96,7 +96,13 @@ pub async fn acquire(
         )
     };
     let conn_permit = if quota_share {
-        crate::routing::quota_share::serialise(rt, conn, max_queue, timeout).await
+        match crate::routing::quota_share::serialise(rt, conn, max_queue, timeout).await {
+            // Fail-open let the request past the serialisation without a slot: the
+            // connection's own cap (the reference's account semaphore) still decides, so a
+            // quota-share combo never sends an account more than `max_concurrent`.
+            Ok(None) if conn.gate.cap() > 0 => conn.gate.acquire(max_queue, timeout).await,
+            other => other,
+        }
     } else {
         conn.gate.acquire(max_queue, timeout).await
     }
