@@ -186,6 +186,8 @@ pub struct Metrics {
     /// Last-resort dispatches (global fallback model, emergency fallback) by result.
     last_resorts: IntCounterVec,
     stream_recoveries: IntCounterVec,
+    /// `context-relay` hand-offs by outcome.
+    context_relays: IntCounterVec,
     /// Sessions' combo pins cleared after consecutive combo failures.
     session_pins_cleared: IntCounter,
     /// Egress siblings a quota or rate 429 was spread to, by the origin's provider.
@@ -463,6 +465,12 @@ impl Metrics {
             "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED).",
             &["kind", "outcome"],
         )?;
+        let context_relays = counter_vec(
+            r,
+            "switchyard_context_relays_total",
+            "Sessions of context-relay combos that moved to another connection with a conversation long enough to summarise, by outcome: summarised (the moved request carried the summary) or failed (the summariser failed or timed out; the conversation went unchanged).",
+            &["outcome"],
+        )?;
         let egress_sibling_locks = counter_vec(
             r,
             "switchyard_egress_sibling_locks_total",
@@ -523,6 +531,7 @@ impl Metrics {
             body_retries,
             last_resorts,
             stream_recoveries,
+            context_relays,
             session_pins_cleared,
             egress_sibling_locks,
             usage_wall_events,
@@ -578,6 +587,11 @@ impl Metrics {
         self.stream_recoveries
             .with_label_values(&[kind, outcome])
             .inc();
+    }
+
+    /// Counts a context relay: `outcome` `summarised` or `failed`.
+    pub fn context_relay(&self, outcome: &str) {
+        self.context_relays.with_label_values(&[outcome]).inc();
     }
 
     /// The cluster permits this node holds for a (configured) connection.
@@ -637,6 +651,7 @@ impl Metrics {
             body_retries: self.body_retries.clone(),
             last_resorts: self.last_resorts.clone(),
             stream_recoveries: self.stream_recoveries.clone(),
+            context_relays: self.context_relays.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),
             egress_sibling_locks: self.egress_sibling_locks.clone(),
             usage_wall_events: self.usage_wall_events.clone(),

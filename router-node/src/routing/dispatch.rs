@@ -175,6 +175,7 @@ pub(super) async fn route_resolved(
             ..Report::default()
         },
         reopens: 0,
+        relay: super::relay::RelayCtx::for_request(rt, req, &resolved),
     };
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
@@ -186,7 +187,8 @@ pub(super) async fn route_resolved(
                 _ => hash,
             }
         });
-        let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
+        let mut order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
+        super::relay::home_first(rc.relay.as_ref(), &targets, &mut order);
         for ti in order {
             let Some(target) = targets.get(ti) else {
                 continue;
@@ -203,7 +205,7 @@ pub(super) async fn route_resolved(
                 {
                     state.record_success(stable_hash(target_key(target).as_bytes()));
                 }
-                return Ok(routed);
+                return Ok(super::relay::on_served(rt, &mut rc, routed));
             }
         }
         // Nothing succeeded in this pass: wait for a cooldown, or give up with every reason.

@@ -7,6 +7,7 @@ pub mod limit_reset;
 pub mod multi_call;
 pub mod observe;
 pub mod pipeline;
+pub mod relay;
 pub mod report;
 pub mod select;
 pub mod terminal;

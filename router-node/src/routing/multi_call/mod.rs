@@ -100,6 +100,7 @@ async fn call_target(
         excluded: Vec::new(),
         exhausted: Vec::new(),
         reopens: 0,
+        relay: None,
         report: Report {
             skips: Some(rt.metrics.skips()),
             ..Report::default()

@@ -81,6 +81,8 @@ pub struct RequestCtx {
     pub deadline: Option<Millis>,
     /// Streams truncated inside the recovery hold and reopened (see [`attempt::reopen_or_fail`]).
     pub reopens: u32,
+    /// A `context-relay` request of a session (see [`crate::routing::relay`]).
+    pub relay: Option<crate::routing::relay::RelayCtx>,
 }
 
 /// One target while its connections are tried.
@@ -167,6 +169,8 @@ pub async fn run_target(
             }
             Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
         };
+        // A session moving to another connection: its conversation may go as a summary.
+        crate::routing::relay::before_dispatch(rt, req, &mut ctx, rc, &conn).await;
         let fenced = fence::before_permits(rt, req, &conn).await?;
         let permits = match permits::acquire(rt, &ctx.provider, &conn, &ctx.model).await {
             Ok(p) => p,
