@@ -28,7 +28,8 @@ struct Setup {
 }
 
 /// The combo `relay`: `context-relay` over pa then pb, summarised by ps, with the default
-/// `min_messages` (6) and `keep_last` (4).
+/// `min_messages` (6) and `keep_last` (4); `relay-quick` is the same with a 300 ms
+/// `summary_timeout_ms`.
 async fn setup() -> Setup {
     let mock = mock(4).await;
     let url = mock.base_url();
@@ -46,12 +47,15 @@ async fn setup() -> Setup {
     ] {
         config.push_str(&connection(c, p, env_name, "disable_cooling = true"));
     }
-    config.push_str(&format!(
-        "\n[[combos]]\nname = \"relay\"\nstrategy = \"context-relay\"\n\
-         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}]\n\
-         [combos.config]\nmax_retries = 0\n\
-         [combos.context_relay]\nsummariser = \"ps/{MODEL}\"\nsummary_timeout_ms = 5000\n"
-    ));
+    for (name, timeout_ms) in [("relay", 5000), ("relay-quick", 300)] {
+        config.push_str(&format!(
+            "\n[[combos]]\nname = \"{name}\"\nstrategy = \"context-relay\"\n\
+             targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}]\n\
+             [combos.config]\nmax_retries = 0\n\
+             [combos.context_relay]\nsummariser = \"ps/{MODEL}\"\n\
+             summary_timeout_ms = {timeout_ms}\n"
+        ));
+    }
     let node = start_node(
         config,
         env(&[
@@ -106,7 +110,11 @@ fn conversation(turns: usize) -> Vec<Value> {
 
 impl Setup {
     async fn ask(&self, session: &str, messages: &[Value]) -> Reply {
-        let body = json!({"model": "relay", "stream": false, "messages": messages});
+        self.ask_combo("relay", session, messages).await
+    }
+
+    async fn ask_combo(&self, combo: &str, session: &str, messages: &[Value]) -> Reply {
+        let body = json!({"model": combo, "stream": false, "messages": messages});
         send(
             self.http
                 .post(format!("{}/v1/chat/completions", self.base))
@@ -118,8 +126,13 @@ impl Setup {
 
     /// The session's first request, served by `ca`: its home.
     async fn settle_on_a(&self, session: &str) {
+        self.settle_on_a_of("relay", session).await;
+    }
+
+    async fn settle_on_a_of(&self, combo: &str, session: &str) {
+        self.mock.clear_faults();
         self.mock.script(answers(KEY_A, "A-ANSWER")).unwrap();
-        let r = self.ask(session, &conversation(1)).await;
+        let r = self.ask_combo(combo, session, &conversation(1)).await;
         assert_eq!(r.status, 200, "{r:#?}");
         assert_eq!(r.connection(), "ca");
         assert_eq!(r.header("x-switchyard-context-relay"), None);
@@ -234,6 +247,26 @@ async fn a_failing_summariser_sends_the_whole_conversation() {
     assert_eq!(m, conversation(7));
     assert_eq!(s.relays("failed").await, 1.0);
     assert_eq!(s.relays("summarised").await, 0.0);
+
+    // A summariser slower than `summary_timeout_ms` (300 ms): the same, without waiting for it.
+    s.settle_on_a_of("relay-quick", "sess-slow").await;
+    let mut slow = answers(KEY_S, SUMMARY);
+    slow.latency_before_headers_ms = Some(4000);
+    s.mock.script(slow).unwrap();
+    let started = std::time::Instant::now();
+    let r = s
+        .ask_combo("relay-quick", "sess-slow", &conversation(7))
+        .await;
+    assert_eq!(r.status, 200, "{r:#?}");
+    assert_eq!(r.connection(), "cb");
+    assert_eq!(r.header("x-switchyard-context-relay"), Some("failed"));
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(3000),
+        "the summariser was waited for: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(s.last_on_b(), conversation(7));
+    assert_eq!(s.relays("failed").await, 2.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
