@@ -19,6 +19,9 @@
 pub mod messages;
 pub mod summarise;
 
+#[cfg(test)]
+mod messages_tests;
+
 use std::sync::Arc;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
