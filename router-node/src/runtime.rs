@@ -74,6 +74,8 @@ pub struct RoutingTable {
     pub combo_sessions: Mutex<switchyard_shared::strategy::SessionPins>,
     /// The Claude OAuth usage wall of each connection (node-local).
     pub usage_wall: crate::usage_wall::UsageWall,
+    /// Where the sessions of `context-relay` combos were served last.
+    pub relay_homes: crate::state::RelayHomes,
 }
 
 /// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
@@ -283,6 +285,7 @@ impl Runtime {
                 egress_lock: config.egress_lock.clone(),
                 combo_sessions: Mutex::default(),
                 usage_wall: crate::usage_wall::UsageWall::new(config.connections.len()),
+                relay_homes: crate::state::RelayHomes::default(),
             },
             settings_warnings,
             keys,

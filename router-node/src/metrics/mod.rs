@@ -188,6 +188,8 @@ pub struct Metrics {
     stream_recoveries: IntCounterVec,
     /// Quota-share serialisation at capped connections, by outcome (a closed set).
     quota_share_waits: [IntCounter; QuotaShareWait::COUNT],
+    /// `context-relay` hand-offs by outcome.
+    context_relays: IntCounterVec,
     /// Sessions' combo pins cleared after consecutive combo failures.
     session_pins_cleared: IntCounter,
     /// Egress siblings a quota or rate 429 was spread to, by the origin's provider.
@@ -474,6 +476,12 @@ impl Metrics {
         let quota_share_waits = children(QuotaShareWait::labels(), |o| {
             quota_share_waits.get_metric_with_label_values(&[o])
         })?;
+        let context_relays = counter_vec(
+            r,
+            "switchyard_context_relays_total",
+            "Sessions of context-relay combos that moved to another connection with a conversation long enough to summarise, by outcome: summarised (the moved request carried the summary) or failed (the summariser failed or timed out; the conversation went unchanged).",
+            &["outcome"],
+        )?;
         let egress_sibling_locks = counter_vec(
             r,
             "switchyard_egress_sibling_locks_total",
@@ -535,6 +543,7 @@ impl Metrics {
             last_resorts,
             stream_recoveries,
             quota_share_waits,
+            context_relays,
             session_pins_cleared,
             egress_sibling_locks,
             usage_wall_events,
@@ -597,6 +606,11 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a context relay: `outcome` `summarised` or `failed`.
+    pub fn context_relay(&self, outcome: &str) {
+        self.context_relays.with_label_values(&[outcome]).inc();
+    }
+
     /// The cluster permits this node holds for a (configured) connection.
     pub fn set_permits_held(&self, connection: &str, held: u32) {
         self.permits_held
@@ -655,6 +669,7 @@ impl Metrics {
             last_resorts: self.last_resorts.clone(),
             stream_recoveries: self.stream_recoveries.clone(),
             quota_share_waits: self.quota_share_waits.clone(),
+            context_relays: self.context_relays.clone(),
             session_pins_cleared: self.session_pins_cleared.clone(),
             egress_sibling_locks: self.egress_sibling_locks.clone(),
             usage_wall_events: self.usage_wall_events.clone(),

@@ -115,6 +115,17 @@ pub struct SideCall {
     pub usage: switchyard_shared::sse::Usage,
 }
 
+impl std::fmt::Debug for SideCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SideCall")
+            .field("provider", &self.provider.id)
+            .field("connection", &self.connection)
+            .field("model", &self.model)
+            .field("usage", &self.usage)
+            .finish()
+    }
+}
+
 /// Routes a request to completion of its dispatch (for streams: to the commit point). A combo
 /// with `combo_timeout_ms` gets 504 `COMBO_TIMEOUT` when the whole dispatch takes longer.
 pub async fn route(rt: &RoutingTable, req: &RouteRequest) -> Result<Routed, GatewayError> {
@@ -202,6 +213,7 @@ pub(super) async fn route_resolved(
         },
         reopens: 0,
         quota_share: strategy == Some(Strategy::QuotaShare),
+        relay: super::relay::RelayCtx::for_request(rt, req, &resolved),
     };
     let mut waits = 0u32;
     let mut waited_ms: Millis = 0;
@@ -213,7 +225,8 @@ pub(super) async fn route_resolved(
                 _ => hash,
             }
         });
-        let order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
+        let mut order = order_targets(rt, &targets, strategy, combo.as_deref(), cache_key);
+        super::relay::home_first(rc.relay.as_ref(), &targets, &mut order);
         for ti in order {
             let Some(target) = targets.get(ti) else {
                 continue;
@@ -230,7 +243,7 @@ pub(super) async fn route_resolved(
                 {
                     state.record_success(stable_hash(target_key(target).as_bytes()));
                 }
-                return Ok(routed);
+                return Ok(super::relay::on_served(rt, &mut rc, routed));
             }
         }
         // Nothing succeeded in this pass: wait for a cooldown, or give up with every reason.

@@ -8,6 +8,7 @@ pub mod multi_call;
 pub mod observe;
 pub mod pipeline;
 pub mod quota_share;
+pub mod relay;
 pub mod report;
 pub mod select;
 pub mod terminal;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::context_relay::ContextRelayOptions;
 use super::multi_call::{FusionOptions, PipelineOptions};
 use crate::Millis;
 use crate::strategy::Strategy;
@@ -24,6 +25,8 @@ pub struct ComboConfig {
     pub fusion: FusionOptions,
     /// `[combos.pipeline]`, read when `strategy = "pipeline"`.
     pub pipeline: PipelineOptions,
+    /// `[combos.context_relay]`, read when `strategy = "context-relay"`.
+    pub context_relay: ContextRelayOptions,
     /// The unknown `strategy` name this combo was written with, reported by
     /// [`super::Config::warnings`].
     #[serde(skip)]
@@ -39,6 +42,7 @@ impl Default for ComboConfig {
             config: ComboOptions::default(),
             fusion: FusionOptions::default(),
             pipeline: PipelineOptions::default(),
+            context_relay: ContextRelayOptions::default(),
             unknown_strategy: None,
         }
     }
@@ -54,6 +58,7 @@ struct RawComboConfig {
     config: ComboOptions,
     fusion: FusionOptions,
     pipeline: PipelineOptions,
+    context_relay: ContextRelayOptions,
 }
 
 impl From<RawComboConfig> for ComboConfig {
@@ -69,6 +74,7 @@ impl From<RawComboConfig> for ComboConfig {
             config: raw.config,
             fusion: raw.fusion,
             pipeline: raw.pipeline,
+            context_relay: raw.context_relay,
             unknown_strategy: unknown.map(|u| u.0),
         }
     }

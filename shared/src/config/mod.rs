@@ -20,6 +20,7 @@
 //! that names no known strategy runs as `priority`, as the reference does.
 
 mod combo;
+mod context_relay;
 mod egress;
 mod error;
 mod fallback;
@@ -44,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use crate::settings::ResiliencePatch;
 
 pub use combo::{ComboConfig, ComboOptions, ComboTarget, split_provider_model};
+pub use context_relay::ContextRelayOptions;
 pub use egress::EgressLockConfig;
 pub use error::{ConfigError, ConfigErrors};
 pub use fallback::{EmergencyFallback, FallbackConfig, global_fallback_applies};

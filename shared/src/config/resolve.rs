@@ -10,7 +10,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{
-    ComboOptions, ComboTarget, Config, FusionOptions, PipelineOptions, split_provider_model,
+    ComboOptions, ComboTarget, Config, ContextRelayOptions, FusionOptions, PipelineOptions,
+    split_provider_model,
 };
 use crate::strategy::Strategy;
 
@@ -46,6 +47,8 @@ pub struct ComboRoute {
     /// `[combos.fusion]` and `[combos.pipeline]` (read by those strategies only).
     pub fusion: FusionOptions,
     pub pipeline: PipelineOptions,
+    /// `[combos.context_relay]` (read by `context-relay` only).
+    pub context_relay: ContextRelayOptions,
     /// In file order; the combo's strategy orders them per request.
     pub targets: Vec<Target>,
 }
@@ -155,6 +158,7 @@ impl ModelIndex {
                 options: combo.config,
                 fusion: combo.fusion.clone(),
                 pipeline: combo.pipeline.clone(),
+                context_relay: combo.context_relay.clone(),
                 targets,
             };
             entries.insert(

@@ -153,7 +153,9 @@ fn choose<'a, R: Rng + ?Sized>(
     let ranked = |rank: Rank| ranked::best(pool.clone(), move |a, b| rank.cmp(a, b));
     match strategy {
         // The multi-call strategies use their targets in configured order.
-        Strategy::Priority | Strategy::Fusion | Strategy::Pipeline => ranked(Rank::Config),
+        Strategy::Priority | Strategy::Fusion | Strategy::Pipeline | Strategy::ContextRelay => {
+            ranked(Rank::Config)
+        }
         Strategy::FillFirst => ranked(Rank::Priority),
         Strategy::CostOptimized => ranked(Rank::Cost),
         Strategy::LeastUsed => ranked(Rank::LeastUsed),
@@ -218,7 +220,7 @@ fn arrange<R: Rng + ?Sized>(
                 }
             }
         }
-        Strategy::Priority | Strategy::Fusion | Strategy::Pipeline => {
+        Strategy::Priority | Strategy::Fusion | Strategy::Pipeline | Strategy::ContextRelay => {
             sort(rest, &|a, b| Rank::Config.cmp(a, b));
         }
         Strategy::FillFirst => sort(rest, &|a, b| Rank::Priority.cmp(a, b)),

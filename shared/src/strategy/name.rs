@@ -62,11 +62,14 @@ pub enum Strategy {
     /// Not an order: the targets are steps run in sequence, each refining the previous step's
     /// answer (`[combos.pipeline]`).
     Pipeline,
+    /// The configured order, the session's last target first; when a session moves to another
+    /// connection its older messages go as a summary (`[combos.context_relay]`).
+    ContextRelay,
 }
 
 impl Strategy {
     /// Every strategy, in the order the example config lists them.
-    pub const ALL: [Strategy; 21] = [
+    pub const ALL: [Strategy; 22] = [
         Self::Priority,
         Self::Weighted,
         Self::RoundRobin,
@@ -88,6 +91,7 @@ impl Strategy {
         Self::QuotaShare,
         Self::Fusion,
         Self::Pipeline,
+        Self::ContextRelay,
     ];
 
     /// Other names for strategies, as the reference accepts them.
@@ -129,6 +133,7 @@ impl Strategy {
             Self::QuotaShare => "quota-share",
             Self::Fusion => "fusion",
             Self::Pipeline => "pipeline",
+            Self::ContextRelay => "context-relay",
         }
     }
 

@@ -60,6 +60,7 @@ fn names_round_trip_through_from_str_and_serde() {
         "quota-share",
         "fusion",
         "pipeline",
+        "context-relay",
     ];
     assert_eq!(config_names.len(), Strategy::ALL.len());
     for (s, name) in Strategy::ALL.into_iter().zip(config_names) {

@@ -17,6 +17,7 @@ mod combo_attempt_rules;
 mod combo_retries;
 mod combo_timeouts;
 mod combos;
+mod context_relay;
 mod degraded_decay;
 mod demo;
 mod docs_truth;

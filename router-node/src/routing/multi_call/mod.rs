@@ -101,6 +101,7 @@ async fn call_target(
         exhausted: Vec::new(),
         reopens: 0,
         quota_share: false,
+        relay: None,
         report: Report {
             skips: Some(rt.metrics.skips()),
             ..Report::default()
@@ -145,7 +146,7 @@ fn text_of(req: &RouteRequest, routed: &Routed) -> String {
 
 /// A routed JSON answer as a side call of the answer the client gets: its usage, booked on
 /// its own connection (`None` when it reported none, or for a stream, which books its own).
-fn side_call(routed: &Routed) -> Option<SideCall> {
+pub(crate) fn side_call(routed: &Routed) -> Option<SideCall> {
     let RoutedBody::Json(ok) = &routed.body else {
         return None;
     };

@@ -84,6 +84,8 @@ pub struct RequestCtx {
     /// A `quota-share` combo: a capped connection's gate serialises fail-open
     /// ([`crate::routing::quota_share`]).
     pub quota_share: bool,
+    /// A `context-relay` request of a session (see [`crate::routing::relay`]).
+    pub relay: Option<crate::routing::relay::RelayCtx>,
 }
 
 /// One target while its connections are tried.
@@ -170,6 +172,8 @@ pub async fn run_target(
             }
             Step::Skip(skip) => return Ok(release(ctx, rc, skip)),
         };
+        // A session moving to another connection: its conversation may go as a summary.
+        crate::routing::relay::before_dispatch(rt, req, &mut ctx, rc, &conn).await;
         let fenced = fence::before_permits(rt, req, &conn).await?;
         let permits =
             match permits::acquire(rt, &ctx.provider, &conn, &ctx.model, rc.quota_share).await {

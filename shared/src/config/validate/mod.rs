@@ -35,6 +35,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigErrors> {
     super::strategy_inputs::validate_preflight(&config.quota_preflight, &mut errors);
     super::fallback::validate(config, &mut errors);
     super::multi_call::validate(config, &mut errors);
+    super::context_relay::validate(config, &mut errors);
     super::egress::validate(config, &mut errors);
     super::usage_wall::validate(config, &mut errors);
     super::stream_recovery::validate(config, &mut errors);
