@@ -24,10 +24,13 @@
 mod after_commit;
 mod attempt;
 mod body;
+pub mod continuation;
+mod frames;
 mod gate;
 mod headers;
 pub mod hold;
 mod request;
+pub mod seams;
 mod stream;
 pub mod wait;
 
