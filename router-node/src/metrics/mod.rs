@@ -460,7 +460,7 @@ impl Metrics {
         let stream_recoveries = counter_vec(
             r,
             "switchyard_stream_recoveries_total",
-            "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED).",
+            "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED); kind continuation (a plain-text chat stream failed after the commit point), outcome continued, failed, exhausted (max_continuations reached) or refused.",
             &["kind", "outcome"],
         )?;
         let egress_sibling_locks = counter_vec(
@@ -572,8 +572,8 @@ impl Metrics {
         self.last_resorts.with_label_values(&[kind, result]).inc();
     }
 
-    /// Counts a stream recovery decision: `kind` `reopen`, `outcome` `reopened` or
-    /// `exhausted`.
+    /// Counts a stream recovery decision: `kind` `reopen` (`outcome` `reopened`, `exhausted`)
+    /// or `continuation` (`continued`, `failed`, `exhausted`, `refused`).
     pub fn stream_recovery(&self, kind: &str, outcome: &str) {
         self.stream_recoveries
             .with_label_values(&[kind, outcome])
