@@ -34,6 +34,7 @@ mod leases;
 mod lifecycle;
 mod memory;
 mod metrics;
+mod midstream;
 mod persistence;
 mod provider_cooldown;
 mod reload;
