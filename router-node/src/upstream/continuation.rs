@@ -93,7 +93,7 @@ pub fn inspect(data: &[u8]) -> ChatEvent {
             && !present("reasoning_content")
             && !present("refusal");
     }
-    ev.role_only &= !obj.get("usage").is_some_and(|u| !u.is_null());
+    ev.role_only &= obj.get("usage").is_none_or(Value::is_null);
     ev
 }
 

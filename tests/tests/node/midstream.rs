@@ -120,8 +120,7 @@ impl Setup {
         });
         log.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["message"] == "request")
-            .next_back()
+            .rfind(|v| v["message"] == "request")
             .unwrap_or_else(|| panic!("no access line:\n{log}"))
     }
 }
