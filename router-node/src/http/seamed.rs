@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchyard_shared::config::Resolved;
-use switchyard_shared::sse::{self, Usage};
+use switchyard_shared::sse;
 
 use super::errors::ClientFormat;
+use super::seam_log::{self, FirstSegment, SegmentRecord};
 use super::{scrub, trace};
-use crate::access_log;
 use crate::api::body::parse_body;
 use crate::metrics::RequestTimer;
 use crate::routing::translation::{self, Translation};
@@ -87,13 +87,6 @@ pub fn client_body(
             }
         },
     }
-}
-
-/// One segment as the access line sees it.
-struct SegmentRecord {
-    conn_idx: usize,
-    connection: Arc<str>,
-    end: StreamEnd,
 }
 
 type Ledger = Arc<Mutex<Vec<SegmentRecord>>>;
@@ -235,8 +228,8 @@ pub fn body(
             .lock()
             .map(|mut l| std::mem::take(&mut *l))
             .unwrap_or_default();
-        let end = merged_end(&segments, &seams);
-        access_line(
+        let end = seam_log::merged_end(&segments, &seams);
+        seam_log::access_line(
             &log,
             key_id.as_deref(),
             &model,
@@ -245,7 +238,7 @@ pub fn body(
             &seams,
             &end,
         );
-        count_decisions(&rt, &seams);
+        seam_log::count_decisions(&rt, &seams);
         timer.finish(200, Duration::ZERO);
         trace::stream_end(&span, &end);
     });
@@ -256,105 +249,4 @@ pub fn body(
         continuer(shared, route_req.clone()),
         on_end,
     ))
-}
-
-/// What the access line keeps of the first (committed) segment.
-struct FirstSegment {
-    ttft_ms: u64,
-    recovered: u32,
-    target: String,
-    connection: String,
-    attempts: u32,
-    dropped: Option<String>,
-    emulated: Option<String>,
-}
-
-/// The whole stream's end: the last segment's abort, every segment's bytes and usage.
-fn merged_end(segments: &[SegmentRecord], seams: &SeamsEnd) -> StreamEnd {
-    let mut usage: Option<Usage> = None;
-    for u in segments.iter().filter_map(|s| s.end.usage) {
-        let total = usage.get_or_insert_with(Usage::default);
-        total.input = Some(total.input.unwrap_or(0) + u.input.unwrap_or(0));
-        total.output = Some(total.output.unwrap_or(0) + u.output.unwrap_or(0));
-    }
-    let last = segments.last().map(|s| s.end.clone()).unwrap_or_default();
-    StreamEnd {
-        completed: seams.completed && !seams.client_disconnected,
-        client_disconnected: seams.client_disconnected,
-        bytes: segments.iter().map(|s| s.end.bytes).sum(),
-        usage,
-        ..last
-    }
-}
-
-fn access_line(
-    log: &(String, Instant),
-    key_id: Option<&str>,
-    model: &str,
-    first: &FirstSegment,
-    segments: &[SegmentRecord],
-    seams: &SeamsEnd,
-    end: &StreamEnd,
-) {
-    let Some(mut line) = access_log::Line::start("request") else {
-        return;
-    };
-    let served: Vec<&str> = segments.iter().map(|s| &*s.connection).collect();
-    let continuation = if seams.failed {
-        "failed"
-    } else if let Some(r) = seams.refusal {
-        r.outcome()
-    } else if seams.continued > 0 {
-        "continued"
-    } else {
-        "-"
-    };
-    line.str("request_id", &log.0)
-        .str("api_key", key_id.unwrap_or("-"))
-        .str("model", model)
-        .str("route_target", &first.target)
-        .str("connection", &first.connection)
-        .u64("attempts", u64::from(first.attempts))
-        .u64("status", 200)
-        .bool("stream", true)
-        .u64("ttft_ms", first.ttft_ms)
-        .u64("recovered", u64::from(first.recovered))
-        .u64("seams", u64::from(seams.seams))
-        .str("segments", &served.join(","))
-        .str("continuation", continuation)
-        .bool("completed", end.completed)
-        .bool("client_disconnected", end.client_disconnected)
-        .str("abort", end.abort.as_ref().map_or("-", |a| a.code()))
-        .u64("bytes", end.bytes)
-        .u64(
-            "input_tokens",
-            end.usage.as_ref().and_then(|u| u.input).unwrap_or(0),
-        )
-        .u64(
-            "output_tokens",
-            end.usage.as_ref().and_then(|u| u.output).unwrap_or(0),
-        )
-        .u64("duration_ms", super::client_routes::millis(log.1.elapsed()));
-    if let Some(dropped) = &first.dropped {
-        line.str("dropped_params", dropped);
-    }
-    if let Some(emulated) = &first.emulated {
-        line.str("emulated_params", emulated);
-    }
-    line.finish();
-}
-
-/// `switchyard_stream_recoveries_total{kind="continuation"}`: every continuation that
-/// started, one that could not, and a failed stream that was not continued.
-fn count_decisions(rt: &Runtime, seams: &SeamsEnd) {
-    for _ in 0..seams.continued {
-        rt.metrics.stream_recovery("continuation", "continued");
-    }
-    if seams.failed {
-        rt.metrics.stream_recovery("continuation", "failed");
-    }
-    if let Some(refusal) = seams.refusal {
-        rt.metrics
-            .stream_recovery("continuation", refusal.outcome());
-    }
 }
