@@ -1,6 +1,6 @@
 //! Mid-stream continuation at the edge (`[resilience.stream_recovery]
 //! midstream_continuation`): the committed stream's body becomes a
-//! [`SeamedBody`](crate::upstream::seams::SeamedBody) whose next segment is routed here, and
+//! [`crate::upstream::seams::SeamedBody`] whose next segment is routed here, and
 //! its finalisation is split so that nothing is done twice.
 //!
 //! Why split: a seamed stream has one client response but one upstream stream per segment.

@@ -6,7 +6,7 @@
 //! which this layer cannot name. So [`SeamedBody`] takes the first segment and a
 //! [`Continue`] callback that routes a continuation body and returns the next segment.
 //!
-//! How a segment is forwarded: cut into whole events ([`super::frames`]). The first
+//! How a segment is forwarded: cut into whole events (the `frames` module). The first
 //! segment's events go out byte for byte; a continuation's first role-only chunk is dropped
 //! and its chunks get the client stream's `id`, `model` and `created`. An error event and
 //! everything after it are held back. A segment that ends without `[DONE]` and without a
