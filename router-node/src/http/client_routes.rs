@@ -329,6 +329,9 @@ fn committed_body(
 ) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, actix_web::Error>>>> {
     timer.commit(route_req.upstream_wait.get());
     trace::routed(&log.0, route_req, &routed);
+    if let Some(policy) = super::seamed::policy(&rt, route_req) {
+        return super::seamed::body(rt, routed, route_req, log, timer, policy);
+    }
     // The request span ends with the stream, not with the handler.
     let span = telemetry::current();
     let Routed {
@@ -420,32 +423,13 @@ fn committed_body(
         timer.finish(200, Duration::ZERO);
         trace::stream_end(&span, &end);
     });
-    let heartbeat = rt_heartbeat;
-    let scrubbed = scrub::scrub_stream(
-        stream
-            .with_heartbeat_interval_ms(heartbeat)
-            .into_body(on_finish),
+    super::seamed::client_body(
+        stream,
+        rt_heartbeat,
         secret.as_deref(),
-    );
-    match translation {
-        None => scrubbed,
-        // The provider speaks another format: translate event by event for the client. The
-        // watchdogs above already ran on the provider's own events.
-        Some(t) => match crate::routing::translation::stream_body(&t, scrubbed) {
-            Ok(s) => s,
-            Err(e) => {
-                let frame = sse::format_error_event(
-                    sse_format(t.client),
-                    e.error_type,
-                    &e.code,
-                    &e.message,
-                );
-                Box::pin(futures_util::stream::once(async move {
-                    Ok::<Bytes, actix_web::Error>(Bytes::from(frame))
-                }))
-            }
-        },
-    }
+        translation.as_ref(),
+        on_finish,
+    )
 }
 
 pub fn sse_format(format: ClientFormat) -> Format {
@@ -519,7 +503,7 @@ fn access_log_ok(
     line.finish();
 }
 
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -597,7 +581,7 @@ fn record_usage(rt: &Runtime, key: Option<&str>, routed: &Routed) {
 
 /// Books each side call of a multi-call combo on its own connection: a fusion panel member
 /// or an earlier pipeline step is the client's usage too, but not the answering connection's.
-fn book_side_calls(rt: &Runtime, key: Option<&str>, calls: &[routing::SideCall]) {
+pub(super) fn book_side_calls(rt: &Runtime, key: Option<&str>, calls: &[routing::SideCall]) {
     for call in calls {
         rt.metrics
             .usage(call.provider.idx, &call.model, &call.usage);

@@ -85,6 +85,7 @@ pub async fn prepare(
         body,
         upstream_wait: Default::default(),
         lease: None,
+        excluded_connections: Vec::new(),
     })
 }
 

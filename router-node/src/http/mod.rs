@@ -6,6 +6,8 @@ pub mod count_tokens;
 pub mod fallback;
 pub mod ingress;
 pub mod leases;
+mod seam_log;
+pub mod seamed;
 pub mod server;
 pub mod trace;
 

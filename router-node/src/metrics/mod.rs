@@ -464,13 +464,13 @@ impl Metrics {
         let stream_recoveries = counter_vec(
             r,
             "switchyard_stream_recoveries_total",
-            "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED).",
+            "Stream recovery decisions ([resilience.stream_recovery]): kind reopen (a stream truncated inside the recovery hold), outcome reopened (the request went on to its next attempt) or exhausted (max_reopens reached, the request failed with 502 STREAM_RECOVERY_EXHAUSTED); kind continuation (a plain-text chat stream failed after the commit point), outcome continued, failed, exhausted (max_continuations reached) or refused.",
             &["kind", "outcome"],
         )?;
         let quota_share_waits = counter_vec(
             r,
             "switchyard_quota_share_waits_total",
-            "Quota-share dispatches to a connection with max_concurrent, by outcome: acquired (a slot, at once or after waiting), timeout_proceeded / queue_full_proceeded (dispatched without a slot: fail-open), timeout_rejected / queue_full_rejected (quota_share_fail_open = false: the connection was skipped).",
+            "Quota-share dispatches to a connection with max_concurrent, by outcome: acquired (a slot, at once or after waiting), timeout_proceeded / queue_full_proceeded (let past the line, fail-open, to wait for the connection's cap once more), timeout_rejected / queue_full_rejected (quota_share_fail_open = false: the connection was skipped).",
             &["outcome"],
         )?;
         let quota_share_waits = children(QuotaShareWait::labels(), |o| {
@@ -598,8 +598,8 @@ impl Metrics {
         self.count(&self.quota_share_waits, outcome.index());
     }
 
-    /// Counts a stream recovery decision: `kind` `reopen`, `outcome` `reopened` or
-    /// `exhausted`.
+    /// Counts a stream recovery decision: `kind` `reopen` (`outcome` `reopened`, `exhausted`)
+    /// or `continuation` (`continued`, `failed`, `exhausted`, `refused`).
     pub fn stream_recovery(&self, kind: &str, outcome: &str) {
         self.stream_recoveries
             .with_label_values(&[kind, outcome])

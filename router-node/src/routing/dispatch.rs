@@ -46,6 +46,9 @@ pub struct RouteRequest {
     /// An exclusive session lease this request claims: it is pinned to the lease's connection
     /// and fenced before every dispatch.
     pub lease: Option<crate::leases::LeaseClaim>,
+    /// Connections (by index) this request may not use at all: a mid-stream continuation
+    /// leaves out the connections that already served the stream it continues.
+    pub excluded_connections: Vec<usize>,
 }
 
 impl RouteRequest {
@@ -205,8 +208,8 @@ pub(super) async fn route_resolved(
         max_retries,
         retry_delay_ms,
         deadline,
-        excluded: Vec::new(),
-        exhausted: Vec::new(),
+        excluded: req.excluded_connections.clone(),
+        exhausted: req.excluded_connections.clone(),
         report: Report {
             skips: Some(rt.metrics.skips()),
             ..Report::default()

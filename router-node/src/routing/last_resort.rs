@@ -67,6 +67,7 @@ pub async fn after_failure(
         forward_headers: req.forward_headers.clone(),
         upstream_wait: UpstreamWait::default(),
         lease: None,
+        excluded_connections: req.excluded_connections.clone(),
     };
     tracing::info!(
         kind,

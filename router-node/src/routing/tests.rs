@@ -156,6 +156,7 @@ pub(crate) fn request(format: ClientFormat, body: &str) -> RouteRequest {
         forward_headers: Vec::new(),
         upstream_wait: Default::default(),
         lease: None,
+        excluded_connections: Vec::new(),
     }
 }
 

@@ -20,14 +20,21 @@
 //! client when it writes), and reports a single [`StreamEnd`] however the stream ends —
 //! including when the client disconnects and the body is dropped, which also drops the
 //! upstream response and so cancels the upstream request.
+//!
+//! With mid-stream continuation on, the edge wraps committed chat streams in a
+//! [`seams::SeamedBody`]: a plain-text stream that fails after the commit point goes on from
+//! another upstream stream in the same client response ([`continuation`] holds its policy).
 
 mod after_commit;
 mod attempt;
 mod body;
+pub mod continuation;
+mod frames;
 mod gate;
 mod headers;
 pub mod hold;
 mod request;
+pub mod seams;
 mod stream;
 pub mod wait;
 

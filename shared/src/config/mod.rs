@@ -30,6 +30,7 @@ mod resolve;
 mod secrets;
 mod server;
 mod strategy_inputs;
+#[cfg(test)]
 mod stream_recovery;
 mod translation;
 mod usage_wall;

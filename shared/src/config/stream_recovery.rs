@@ -1,68 +1,66 @@
-//! The file rules of `[resilience.stream_recovery]` beyond its bounds (which clamp with a
-//! warning, like every resilience value; see [`crate::settings::StreamRecovery`]).
-//!
-//! Why an error here: mid-stream continuation is named by the table but not available yet. A
-//! file that asks for it must not load as if it were on.
+//! How `[resilience.stream_recovery]` loads from a file. The table has no file rules of its
+//! own: every value is bounded by [`crate::settings::StreamRecovery`] and clamped with a
+//! warning naming the key, like every resilience value (a runtime `PATCH` is rejected
+//! instead). What is pinned here: an unknown key is an error naming it, mid-stream
+//! continuation loads when asked for, and out-of-range values clamp with a warning.
 
-use super::Config;
-use super::error::Collector;
+use crate::config::Config;
+use crate::settings::{self, EnvLayer, Persisted};
 
-pub(super) fn validate(config: &Config, errors: &mut Collector) {
-    if config.resilience.stream_recovery.midstream_continuation == Some(true) {
-        errors.push(
-            "resilience.stream_recovery.midstream_continuation",
-            "mid-stream continuation is not available yet; set it to false (the hold and its \
-             reopens work without it)",
-        );
+const VALID: &str = "[auth]\nrequire_api_key = false\n\
+     [[providers]]\nid = \"p\"\nbase_url = \"https://p.example\"\n\
+     [[connections]]\nid = \"c\"\nprovider = \"p\"\napi_key_env = \"K\"\n";
+
+fn errors_of(toml: &str) -> String {
+    match Config::from_toml_str(toml) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use crate::settings::{self, EnvLayer, Persisted};
-
-    const PATH: &str = "resilience.stream_recovery.midstream_continuation";
-
-    fn errors_of(toml: &str) -> String {
-        match Config::from_toml_str(toml) {
-            Ok(_) => String::new(),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn midstream_continuation_is_refused_by_name() {
-        let on = "[resilience.stream_recovery]\nenabled = true\nmidstream_continuation = true\n";
-        assert!(errors_of(on).contains(PATH), "{}", errors_of(on));
-        let off = "[resilience.stream_recovery]\nenabled = true\nmidstream_continuation = false\n";
-        assert!(
-            !errors_of(off).contains("stream_recovery"),
-            "{}",
-            errors_of(off)
-        );
-        let typo = "[resilience.stream_recovery]\nhold_msec = 10\n";
-        assert!(errors_of(typo).contains("hold_msec"), "{}", errors_of(typo));
-    }
-
-    #[test]
-    fn out_of_range_values_are_clamped_with_a_warning_naming_the_key() {
-        // A whole valid file: a bare table would not load, and a default config has recovery off.
-        let config = Config::from_toml_str(
-            "[auth]\nrequire_api_key = false\n\
-             [[providers]]\nid = \"p\"\nbase_url = \"https://p.example\"\n\
-             [[connections]]\nid = \"c\"\nprovider = \"p\"\napi_key_env = \"K\"\n\
-             [resilience.stream_recovery]\nenabled = true\nhold_ms = 0\nmax_reopens = 99\n",
-        )
+/// The effective section and the warned paths of a whole valid file with `table` appended.
+fn built(table: &str) -> (settings::StreamRecovery, Vec<String>) {
+    // A whole valid file: a bare table would not load, and a default config has recovery off.
+    let config = Config::from_toml_str(&format!("{VALID}[resilience.stream_recovery]\n{table}"))
         .unwrap_or_else(|errors| panic!("{errors}"));
-        let built = settings::build(&config, &EnvLayer::default(), &Persisted::default());
-        let values = built.values().stream_recovery;
-        assert!(values.enabled);
-        assert_eq!((values.hold_ms, values.max_reopens), (1, 10));
-        let warned: Vec<&str> = built.warnings.iter().map(|w| w.path.as_str()).collect();
+    let built = settings::build(&config, &EnvLayer::default(), &Persisted::default());
+    let warned = built.warnings.iter().map(|w| w.path.clone()).collect();
+    (built.values().stream_recovery, warned)
+}
+
+#[test]
+fn midstream_continuation_loads_and_unknown_keys_are_named() {
+    let (values, warned) = built("midstream_continuation = true\nmax_continuations = 3\n");
+    assert!(values.midstream_continuation && !values.enabled);
+    assert_eq!(values.max_continuations, 3);
+    assert!(warned.is_empty(), "{warned:?}");
+    let (defaults, _) = built("");
+    assert!(!defaults.midstream_continuation, "off by default");
+    assert_eq!(defaults.max_continuations, 1);
+    let typo = "[resilience.stream_recovery]\nmax_continuation = 2\n";
+    assert!(
+        errors_of(typo).contains("max_continuation"),
+        "{}",
+        errors_of(typo)
+    );
+}
+
+#[test]
+fn out_of_range_values_are_clamped_with_a_warning_naming_the_key() {
+    let (values, warned) = built("enabled = true\nhold_ms = 0\nmax_reopens = 99\n");
+    assert!(values.enabled);
+    assert_eq!((values.hold_ms, values.max_reopens), (1, 10));
+    for key in ["hold_ms", "max_reopens"] {
+        let path = format!("resilience.stream_recovery.{key}");
+        assert!(warned.contains(&path), "{path} in {warned:?}");
+    }
+    for (given, clamped) in [(0, 1), (9, 4)] {
+        let (values, warned) = built(&format!(
+            "midstream_continuation = true\nmax_continuations = {given}\n"
+        ));
+        assert_eq!(values.max_continuations, clamped);
         assert!(
-            warned.contains(&"resilience.stream_recovery.hold_ms")
-                && warned.contains(&"resilience.stream_recovery.max_reopens"),
+            warned.contains(&"resilience.stream_recovery.max_continuations".to_owned()),
             "{warned:?}"
         );
     }

@@ -41,8 +41,8 @@ pub use model::*;
 pub use params::{effective_queue, queue_enabled};
 pub use patch::{Persisted, SettingsPatch, apply_patch};
 pub use stream_recovery::{
-    MAX_HOLD_BYTES, MAX_HOLD_MS, MAX_REOPENS_LIMIT, StreamRecovery, StreamRecoveryEffective,
-    StreamRecoveryPatch,
+    MAX_CONTINUATIONS_LIMIT, MAX_HOLD_BYTES, MAX_HOLD_MS, MAX_REOPENS_LIMIT, StreamRecovery,
+    StreamRecoveryEffective, StreamRecoveryPatch,
 };
 
 /// Where an effective value came from.

@@ -14,6 +14,8 @@ pub const MAX_HOLD_BYTES: u64 = 8 << 20;
 pub const MAX_HOLD_MS: u64 = 60_000;
 /// The most reopens one request may make.
 pub const MAX_REOPENS_LIMIT: u32 = 10;
+/// The most mid-stream continuations one stream may make.
+pub const MAX_CONTINUATIONS_LIMIT: u32 = 4;
 
 section! {
     /// Stream recovery (`[resilience.stream_recovery]`).
@@ -27,9 +29,13 @@ section! {
         /// Truncations inside the hold that one request may reopen; the next one ends the
         /// request with a definite error.
         max_reopens: u32 => 0..=MAX_REOPENS_LIMIT,
-        /// Continuing a failed plain-text stream on another target after the commit point.
-        /// Not available yet: the config refuses `true`.
+        /// Continuing a failed plain-text OpenAI chat stream on another target after the
+        /// commit point, with the text so far as the assistant's prefix. Off by default;
+        /// independent of `enabled` (which turns the hold on).
         midstream_continuation: bool => ANY,
+        /// Continuations one stream may make; the failure after the last ends the stream as
+        /// it would without continuation.
+        max_continuations: u32 => 1..=MAX_CONTINUATIONS_LIMIT,
     }
 }
 
@@ -41,6 +47,7 @@ impl Default for StreamRecovery {
             hold_bytes: 65_536,
             max_reopens: 4,
             midstream_continuation: false,
+            max_continuations: 1,
         }
     }
 }

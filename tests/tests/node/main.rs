@@ -35,6 +35,7 @@ mod leases;
 mod lifecycle;
 mod memory;
 mod metrics;
+mod midstream;
 mod persistence;
 mod provider_cooldown;
 mod quota_share;

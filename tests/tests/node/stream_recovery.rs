@@ -8,13 +8,14 @@
 //! - past `max_reopens` the request ends with a definite 502 `STREAM_RECOVERY_EXHAUSTED`;
 //! - a truncation after the hold window is not reopened (the stream was committed);
 //! - the access line and `switchyard_stream_recoveries_total` record the reopens.
+//!
+//! Mid-stream continuation, after the commit point, is proven in `midstream`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
 use serde_json::Value;
-use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::FaultSpec;
 
 use crate::streams::{self, CHUNKS, KEY1, KEY2, Setup};
@@ -192,23 +193,4 @@ async fn a_truncation_after_the_hold_window_is_not_reopened() {
     assert_eq!(r.connection(), "p-k1", "{r:#?}");
     wait_idle(&s.node).await;
     assert_eq!(s.hits(KEY2), 0, "a committed stream was reopened");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_config_refuses_midstream_continuation_for_now() {
-    let config = format!(
-        "{}\n[resilience.stream_recovery]\nenabled = true\nmidstream_continuation = true\n",
-        open_auth_no_queue()
-    );
-    let err = match tokio::task::spawn_blocking(move || NodeProcess::start(&config, &[]))
-        .await
-        .unwrap()
-    {
-        Ok(_) => panic!("the node started with midstream_continuation = true"),
-        Err(e) => e.to_string(),
-    };
-    assert!(
-        err.contains("resilience.stream_recovery.midstream_continuation"),
-        "{err}"
-    );
 }

@@ -62,6 +62,7 @@ fn sub_request(req: &RouteRequest, body: Vec<u8>) -> Result<RouteRequest, Gatewa
         forward_headers: req.forward_headers.clone(),
         upstream_wait: UpstreamWait::default(),
         lease: req.lease.clone(),
+        excluded_connections: req.excluded_connections.clone(),
     })
 }
 

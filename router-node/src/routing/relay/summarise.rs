@@ -49,6 +49,7 @@ pub async fn summarise(
         forward_headers: req.forward_headers.clone(),
         upstream_wait: UpstreamWait::default(),
         lease: None,
+        excluded_connections: Vec::new(),
     };
     // Boxed: the summariser's routing is the request path again (async recursion).
     let call: RouteFuture<'_> = Box::pin(route_resolved(rt, &sub, resolved));

@@ -38,7 +38,6 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigErrors> {
     super::context_relay::validate(config, &mut errors);
     super::egress::validate(config, &mut errors);
     super::usage_wall::validate(config, &mut errors);
-    super::stream_recovery::validate(config, &mut errors);
     errors.finish()
 }
 
