@@ -233,6 +233,9 @@ fn summary(event: &WireEvent) -> String {
         WireEvent::ToolLimitCleared {
             provider, model, ..
         } => format!("{provider}/{model} tool limit dropped"),
+        WireEvent::UsageWallLaneEnded {
+            connection, reason, ..
+        } => format!("{connection} usage-wall lane ended ({reason})"),
     }
 }
 

@@ -153,6 +153,15 @@ pub enum WireEvent {
         model: String,
         tools: u32,
     },
+    /// A node ended `connection`'s low-priority lane before its reset, for `reason` (the end
+    /// reason's label: `weekly_limit`, `budget_exhausted`, `off`, …). `lane_reset_ms` is the
+    /// time left to the ended lane's reset (0 = passed): a receiver ends its own copy of the
+    /// lane when that copy's reset is not later (the same lane), and keeps a newer one.
+    UsageWallLaneEnded {
+        connection: String,
+        reason: String,
+        lane_reset_ms: Millis,
+    },
 }
 
 impl WireEvent {
@@ -172,6 +181,7 @@ impl WireEvent {
             Self::UsageWallShared { .. } => "usage_wall_shared",
             Self::ToolLimitLearned { .. } => "tool_limit_learned",
             Self::ToolLimitCleared { .. } => "tool_limit_cleared",
+            Self::UsageWallLaneEnded { .. } => "usage_wall_lane_ended",
         }
     }
 }

@@ -143,9 +143,7 @@ impl SimNode {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = tick.tick() => {
-                    if self.store.heartbeat(&self.id, &doc, world.node_ttl_ms).await.is_ok() {
-                        let _ = self.store.read_nodes().await;
-                    }
+                    let _ = self.store.membership_round(&self.id, &doc, world.node_ttl_ms).await;
                 }
             }
         }

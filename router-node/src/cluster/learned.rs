@@ -6,16 +6,22 @@
 //! (`store::learned`), then, when it changed anything, a wire event with what Redis now holds,
 //! so the peers merge it on arrival (`cluster_sync::remote`). A failed write is logged and
 //! dropped: the state stays correct on this node, and the next change writes it again.
+//!
+//! A lane this node ended before its reset is withdrawn the same way
+//! ([`Cluster::end_usage_wall_lane`]): the record says it ended, and a `UsageWallLaneEnded`
+//! event ends the same lane on the peers. Every write is counted as under way in
+//! [`crate::cluster::learned_versions`] until it returns, so a resync in between does not make
+//! this node's state equal to a record the write has not reached yet.
 
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::WallDeadlines;
+use switchyard_shared::store::{LearnedKey, WallDeadlines, WallMerged};
 use switchyard_shared::wire::{self, Envelope, WireEvent};
 
 use super::Cluster;
 use crate::metrics::cluster::EventResult;
-use crate::usage_wall::Shared;
+use crate::usage_wall::{EndReason, Shared};
 
 /// The wire and store form of a connection's shared usage-wall state.
 pub fn deadlines(s: &Shared) -> WallDeadlines {
@@ -26,6 +32,24 @@ pub fn deadlines(s: &Shared) -> WallDeadlines {
         budget_exhausted_ms: s.budget_exhausted_ms,
         reset_hold_ms: s.reset_hold_ms,
         reset_backoff: s.reset_backoff,
+    }
+}
+
+/// The end reason of a label from a peer or from Redis (`Refused` for one this build does not
+/// know).
+pub fn end_reason(label: &str) -> EndReason {
+    EndReason::from_label(label)
+}
+
+/// Deadlines as Redis holds them, as the state policy takes them.
+pub fn shared_from(d: &WallDeadlines) -> Shared {
+    Shared {
+        lane_ms: d.lane_ms,
+        lane_reset_ms: d.lane_reset_ms,
+        reaccept_blocked_ms: d.reaccept_blocked_ms,
+        budget_exhausted_ms: d.budget_exhausted_ms,
+        reset_hold_ms: d.reset_hold_ms,
+        reset_backoff: d.reset_backoff,
     }
 }
 
@@ -63,31 +87,80 @@ impl Cluster {
         }
         let cluster = self.clone();
         let conn = conn.to_owned();
+        let key = LearnedKey::Wall(conn.clone());
+        self.learned_versions.write_started(&key);
         tokio::spawn(async move {
             match cluster
                 .store
                 .usage_wall_merge(&conn, deadlines(&shared))
                 .await
             {
-                Ok(merged) if merged.changed => {
-                    let d = merged.deadlines;
-                    let event = WireEvent::UsageWallShared {
-                        connection: conn,
-                        lane_ms: d.lane_ms,
-                        lane_reset_ms: d.lane_reset_ms,
-                        reaccept_blocked_ms: d.reaccept_blocked_ms,
-                        budget_exhausted_ms: d.budget_exhausted_ms,
-                        reset_hold_ms: d.reset_hold_ms,
-                        reset_backoff: d.reset_backoff,
-                    };
-                    cluster.announce(event).await;
-                }
+                Ok(merged) if merged.changed => cluster.announce_wall(&conn, &merged, false).await,
                 Ok(_) => {}
                 Err(e) => {
                     tracing::debug!(connection = %conn, error = %e, "usage wall not shared");
                 }
             }
+            cluster.learned_versions.write_done(&key);
         });
+    }
+
+    /// This node ended connection `conn`'s lane before its reset, for `reason`; the lane's
+    /// reset was `lane_reset_ms` away. Withdraws the lane from Redis (when Redis holds that
+    /// lane, not a newer one) with the other deadlines of `shared` merged, and announces it.
+    pub fn end_usage_wall_lane(
+        self: &Arc<Self>,
+        conn: &str,
+        reason: EndReason,
+        lane_reset_ms: Millis,
+        shared: Shared,
+    ) {
+        let cluster = self.clone();
+        let conn = conn.to_owned();
+        let key = LearnedKey::Wall(conn.clone());
+        self.learned_versions.write_started(&key);
+        let d = WallDeadlines {
+            lane_ms: 0,
+            lane_reset_ms,
+            ..deadlines(&shared)
+        };
+        tokio::spawn(async move {
+            match cluster.store.usage_wall_end(&conn, reason.label(), d).await {
+                Ok(merged) if merged.changed => cluster.announce_wall(&conn, &merged, true).await,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(connection = %conn, error = %e, "usage-wall lane end not shared");
+                }
+            }
+            cluster.learned_versions.write_done(&key);
+        });
+    }
+
+    /// Announces what a usage-wall write changed: the lane's end (a write that ended it, when
+    /// the record says so) and the merged deadlines (when any is left).
+    async fn announce_wall(&self, conn: &str, merged: &WallMerged, ending: bool) {
+        if let Some(end) = merged.ended.as_ref().filter(|_| ending) {
+            let event = WireEvent::UsageWallLaneEnded {
+                connection: conn.to_owned(),
+                reason: end.reason.clone(),
+                lane_reset_ms: end.reset_ms,
+            };
+            self.announce(event).await;
+        }
+        let d = merged.deadlines;
+        if shared_from(&d).is_empty() {
+            return;
+        }
+        let event = WireEvent::UsageWallShared {
+            connection: conn.to_owned(),
+            lane_ms: d.lane_ms,
+            lane_reset_ms: d.lane_reset_ms,
+            reaccept_blocked_ms: d.reaccept_blocked_ms,
+            budget_exhausted_ms: d.budget_exhausted_ms,
+            reset_hold_ms: d.reset_hold_ms,
+            reset_backoff: d.reset_backoff,
+        };
+        self.announce(event).await;
     }
 
     /// Writes a tool limit learned for `provider`'s `model` and announces the stored one.
@@ -100,12 +173,18 @@ impl Cluster {
     ) {
         let cluster = self.clone();
         let (provider, model) = (provider.to_owned(), model.to_owned());
+        let key = LearnedKey::ToolLimit {
+            provider: provider.clone(),
+            model: model.clone(),
+        };
+        self.learned_versions.write_started(&key);
         tokio::spawn(async move {
-            match cluster
+            let written = cluster
                 .store
                 .tool_limit_learn(&provider, &model, limit, ttl)
-                .await
-            {
+                .await;
+            cluster.learned_versions.write_done(&key);
+            match written {
                 Ok(stored) if stored.changed => {
                     if let Some(limit) = stored.limit {
                         let event = WireEvent::ToolLimitLearned {
@@ -128,12 +207,18 @@ impl Cluster {
         let cluster = self.clone();
         let (provider, model) = (provider.to_owned(), model.to_owned());
         let tools = u32::try_from(tools).unwrap_or(u32::MAX);
+        let key = LearnedKey::ToolLimit {
+            provider: provider.clone(),
+            model: model.clone(),
+        };
+        self.learned_versions.write_started(&key);
         tokio::spawn(async move {
-            match cluster
+            let written = cluster
                 .store
                 .tool_limit_drop(&provider, &model, tools)
-                .await
-            {
+                .await;
+            cluster.learned_versions.write_done(&key);
+            match written {
                 // Announced even when Redis had nothing: peers may hold it from an event.
                 Ok(_) => {
                     let event = WireEvent::ToolLimitCleared {

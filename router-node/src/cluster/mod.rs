@@ -17,9 +17,11 @@
 //! - [`probe`]: the cluster-wide half-open probe lease.
 //! - [`learned`]: sharing what the request path learns from answers (usage-wall deadlines,
 //!   tool limits), written to Redis and announced from a spawned task.
-//! - [`versions`]: which version of each connection record this node's state stands for.
+//! - [`versions`]: which version of each connection record this node's state stands for;
+//!   [`learned_versions`]: the same for the learned records (usage walls, tool limits).
 
 pub mod learned;
+pub mod learned_versions;
 pub mod probe;
 pub mod replay;
 pub mod versions;
@@ -82,6 +84,8 @@ pub struct Cluster {
     pub sync: SyncState,
     /// Connection record versions: what a resync may adopt.
     pub versions: ConnVersions,
+    /// Learned record versions (usage walls, tool limits): what a resync may adopt.
+    pub learned_versions: learned_versions::LearnedVersions,
     writer_tx: mpsc::Sender<Stamped>,
     /// Held by the running writer; a restarted writer takes it again (an async mutex: a
     /// writer that panicked releases it while unwinding, the queue survives).
@@ -222,6 +226,7 @@ impl Cluster {
             metrics,
             sync: SyncState::default(),
             versions: ConnVersions::default(),
+            learned_versions: learned_versions::LearnedVersions::default(),
             writer_tx,
             writer_rx: tokio::sync::Mutex::new(Some(writer_rx)),
             writer_panic: AtomicBool::new(false),

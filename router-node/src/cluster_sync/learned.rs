@@ -2,12 +2,15 @@
 //! target's tool limit (announced by `cluster::learned`).
 //!
 //! Why separate from the actor messages in [`super::remote`]: this state has no actor; it is
-//! merged in place, extend-only, so a late or repeated event never shortens anything.
+//! merged in place, extend-only, so a late or repeated event never shortens anything. The
+//! lowering events are explicit: `ToolLimitCleared` (a success above the limit) and
+//! `UsageWallLaneEnded` (a lane ended early on a peer; it ends the same lane here, not a newer
+//! one).
 
 use switchyard_shared::wire::WireEvent;
 
 use super::remote::Applied;
-use crate::cluster::learned::shared_of;
+use crate::cluster::learned::{end_reason, shared_of};
 use crate::runtime::Runtime;
 
 /// Merges one learned-state event; `Dropped` when the connection or provider is not here.
@@ -50,6 +53,28 @@ pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
                 return Applied::Dropped;
             };
             p.tool_limit_success(model, *tools as usize);
+            Applied::Applied
+        }
+        WireEvent::UsageWallLaneEnded {
+            connection,
+            reason,
+            lane_reset_ms,
+        } => {
+            let Some(conn) = rt.connection(connection) else {
+                return Applied::Dropped;
+            };
+            let now = rt.clock.epoch_ms();
+            let reason = end_reason(reason);
+            let ended = rt
+                .usage_wall
+                .with(conn.idx, |s| s.end_shared(reason, *lane_reset_ms, now));
+            if ended == Some(true) {
+                tracing::info!(
+                    connection = %connection,
+                    reason = reason.label(),
+                    "usage-wall lane ended by a peer"
+                );
+            }
             Applied::Applied
         }
         _ => Applied::NotForActors,

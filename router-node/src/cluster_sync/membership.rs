@@ -9,6 +9,9 @@
 //! then its janitor removes it and frees its permits. Nodes prune only what is still there
 //! long after, so the set stays bounded when no coordinator runs. (They used to prune at once,
 //! within one heartbeat of the expiry, so the coordinator rarely saw a node down.)
+//!
+//! A round (the write and the count) is one script call whatever the cluster's size
+//! (`store::membership`); it read every peer's key before, nodes² reads per interval.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -59,16 +62,13 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource, started_at_ms: u
         let rt = runtime();
         let doc = heartbeat(&cluster, &rt, started_at_ms).to_json();
         let ttl = cluster.config.node_ttl_ms.max(1);
-        if cluster
+        if let Ok(round) = cluster
             .store
-            .heartbeat(&cluster.node_id, &doc, ttl)
+            .membership_round(&cluster.node_id, &doc, ttl)
             .await
-            .is_ok()
-            && let Ok((nodes, dead)) = cluster.store.read_membership().await
         {
-            let live = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
-            cluster.sync.set_live_nodes(live);
-            let prune = overdue(&mut missing_since, &dead, Instant::now(), grace);
+            cluster.sync.set_live_nodes(round.live);
+            let prune = overdue(&mut missing_since, &round.dead, Instant::now(), grace);
             if let Err(e) = cluster.store.prune_nodes(&prune).await {
                 tracing::debug!(error = %e, "cannot prune dead node ids");
             }

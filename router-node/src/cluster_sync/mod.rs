@@ -8,7 +8,7 @@
 //!   turns an event into actor messages, and [`adopt`] a newer connection record into the
 //!   messages that make the local state equal to it.
 //! - [`learned`]: merges peers' usage-wall deadlines and tool limits (state without an
-//!   actor).
+//!   actor); [`learned_resync`] makes them equal to Redis's records in a resync.
 //! - [`membership`]: heartbeats and the live node count.
 //! - [`operator`]: operator actions in redis mode fail closed while Redis is unreachable.
 //! - [`settings`]: runtime settings shared through Redis.
@@ -16,6 +16,7 @@
 
 pub mod adopt;
 pub mod learned;
+pub mod learned_resync;
 pub mod membership;
 pub mod operator;
 pub mod permits;

@@ -171,7 +171,8 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
         WireEvent::SettingsVersion { .. } | WireEvent::LeaseEvent { .. } => Applied::NotForActors,
         WireEvent::UsageWallShared { .. }
         | WireEvent::ToolLimitLearned { .. }
-        | WireEvent::ToolLimitCleared { .. } => learned::apply(rt, event),
+        | WireEvent::ToolLimitCleared { .. }
+        | WireEvent::UsageWallLaneEnded { .. } => learned::apply(rt, event),
     }
 }
 

@@ -7,7 +7,8 @@
 //! every few minutes ([`switchyard_shared::store::changelog::SAFETY_SCAN_INTERVAL_MS`]). Either
 //! way, records are read in chunks with peers' events applied between them ([`Inbox`]), and a
 //! connection with a local change still on its way to Redis is not adopted yet
-//! ([`crate::cluster::versions`]).
+//! ([`crate::cluster::versions`]). The learned records (usage walls, tool limits) ride along:
+//! the ones the log names, or all of them in a full scan ([`learned_resync`]).
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use switchyard_shared::store::{FullReason, LogPage, ResyncPlan, StoreError, Stre
 use switchyard_shared::wire::BreakerPhase;
 
 use super::sync::Inbox;
-use super::{adopt, remote, settings};
+use super::{adopt, learned_resync, remote, settings};
 use crate::actors::{ConnHandle, ConnSnapshot};
 use crate::cluster::{Cluster, wall_ms};
 use crate::metrics::cluster::ResyncKind;
@@ -101,6 +102,7 @@ async fn reconcile(
         cluster.versions.take_forgotten();
         cursor.deferred.clear();
         full_scan(cluster, rt, inbox, &mut cursor.deferred).await?;
+        learned_resync::full(cluster, rt).await?;
         cursor.offset = Some(mark);
         cursor.runtime = runtime_id;
         let jitter = rand::rng().random_range(0..changelog::SAFETY_SCAN_JITTER_MS);
@@ -146,7 +148,9 @@ async fn incremental(
     let mut offset = after;
     let mut deferred = Vec::new();
     let mut adopted = 0usize;
+    let mut learned = Vec::new();
     for _ in 0..MAX_LOG_PAGES {
+        learned.append(&mut page.learned);
         let more = page.entries >= CHANGELOG_PAGE;
         if let Some(last) = page.last {
             offset = last;
@@ -178,6 +182,7 @@ async fn incremental(
                 adopted += adopt_chunk(cluster, rt, chunk, &mut deferred).await?;
             }
             cursor.deferred = deferred;
+            adopted += learned_resync::adopt_named(cluster, rt, learned).await?;
             if adopted > 0 {
                 tracing::debug!(adopted, "connection records adopted from the change log");
             }

@@ -93,6 +93,35 @@ pub enum EndReason {
 }
 
 impl EndReason {
+    /// Every reason, for parsing a label back.
+    pub const ALL: [Self; 9] = [
+        Self::Expired,
+        Self::MaxWait,
+        Self::WeeklyLimit,
+        Self::BudgetExhausted,
+        Self::Off,
+        Self::Ineligible,
+        Self::ExtraUsage,
+        Self::WindowRenewed,
+        Self::Refused,
+    ];
+
+    /// The reason of `label` (a peer's or Redis's); a label this build does not know reads as
+    /// `Refused`.
+    pub fn from_label(label: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.label() == label)
+            .unwrap_or(Self::Refused)
+    }
+
+    /// Whether an end for this reason withdraws the lane from the other nodes too (redis
+    /// mode): every end before the lane's reset is a fact about the account; the lane's own
+    /// expiry needs no word, every node's copy lapses at the same time.
+    pub fn is_shared(self) -> bool {
+        self != Self::Expired
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Self::Expired => "expired",
@@ -341,7 +370,7 @@ impl WallState {
         Decision::new(Action::Pass, Event::Ended(reason))
     }
 
-    fn end(&mut self, reason: EndReason, now: u64) {
+    pub(super) fn end(&mut self, reason: EndReason, now: u64) {
         self.lane = None;
         self.last_end = Some((reason, now));
     }

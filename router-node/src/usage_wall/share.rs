@@ -9,12 +9,12 @@
 //!
 //! Times travel as remaining milliseconds (the wire's rule: node clocks are skewed); Redis
 //! turns them into deadlines on its own clock. A merge only ever extends: a later deadline
-//! wins, an earlier one changes nothing, so replays and crossing writes are safe. A lane that
-//! ends early on one node (weekly limit, spent budget) is not withdrawn from the others: each
-//! ends it at its own next answer, and the budget's deadline keeps them from accepting again.
-//! A reset claim under way (`pending`) stays node-local.
+//! wins, an earlier one changes nothing, so replays and crossing writes are safe. The one
+//! lowering is explicit: a lane that ends early on one node (weekly limit, spent budget, `off`,
+//! …) is withdrawn from the others ([`WallState::end_shared`]): the same lane ends everywhere,
+//! a newer one (a later reset) stays. A reset claim under way (`pending`) stays node-local.
 
-use super::lane::{Lane, WallState};
+use super::lane::{EndReason, Lane, WallState};
 use super::reset::Held;
 
 /// A connection's shareable deadlines, each as the time left from one instant; 0 = none.
@@ -112,9 +112,118 @@ impl WallState {
     }
 }
 
+/// An end withdraws a lane whose reset is not later than the ended one's by more than this:
+/// the same lane, learned with some delay (a receiver's copy starts from its own clock); a
+/// later reset is a newer lane. (`usage_wall_merge_v2.lua` uses the same bound.)
+pub const SAME_LANE_MS: u64 = 5_000;
+
+impl WallState {
+    /// A peer (or Redis's record) says the lane whose reset is `reset_ms` from `now` ended
+    /// early for `reason`: this node's lane ends too when it is that lane (its reset not
+    /// later by more than [`SAME_LANE_MS`]); `true` when it ended here.
+    pub fn end_shared(&mut self, reason: EndReason, reset_ms: u64, now: u64) -> bool {
+        let ended_reset = now.saturating_add(reset_ms);
+        match self.lane {
+            Some(lane) if lane.reset_at <= ended_reset.saturating_add(SAME_LANE_MS) => {
+                self.end(reason, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Makes this state equal to the record Redis holds (a resync): its deadlines are adopted
+    /// as from a peer (extend-only), and a lane the record says ended is ended here
+    /// ([`WallState::end_shared`]). A lane is lowered only by a recorded end, never because
+    /// the record lacks it (this node's own accept may not have been written). `true` when
+    /// anything changed.
+    pub fn adopt_record(
+        &mut self,
+        shared: &Shared,
+        ended: Option<(EndReason, u64)>,
+        now: u64,
+    ) -> bool {
+        let mut changed = false;
+        if shared.lane_ms == 0
+            && let Some((reason, reset_ms)) = ended
+        {
+            changed |= self.end_shared(reason, reset_ms, now);
+        }
+        changed | self.adopt(shared, now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ended_lane_ends_the_same_lane_elsewhere_but_not_a_newer_one() {
+        let lane = Lane {
+            accepted_at: NOW,
+            reset_at: NOW + 3_600_000,
+            until: NOW + 3_660_000,
+        };
+        let mut b = WallState {
+            lane: Some(lane),
+            ..WallState::default()
+        };
+        // Ended on a peer whose copy's reset reads 2 s earlier (learned with delay): the same.
+        assert!(b.end_shared(EndReason::WeeklyLimit, 3_598_000, NOW));
+        assert!(b.lane.is_none());
+        assert_eq!(b.last_end, Some((EndReason::WeeklyLimit, NOW)));
+        assert!(
+            !b.before_dispatch(NOW + 1).0,
+            "no slow header after the end"
+        );
+        // A lane with a later reset (a new window) is not the one that ended.
+        let mut c = WallState {
+            lane: Some(lane),
+            ..WallState::default()
+        };
+        assert!(!c.end_shared(EndReason::Off, 60_000, NOW));
+        assert_eq!(c.lane, Some(lane));
+        // Nothing to end: nothing changes.
+        let mut d = WallState::default();
+        assert!(!d.end_shared(EndReason::Off, 3_600_000, NOW));
+        assert_eq!(d, WallState::default());
+    }
+
+    #[test]
+    fn a_record_raises_deadlines_and_ends_a_lane_only_when_it_says_so() {
+        let lane = Lane {
+            accepted_at: NOW,
+            reset_at: NOW + 3_600_000,
+            until: NOW + 3_660_000,
+        };
+        let mut b = WallState {
+            lane: Some(lane),
+            ..WallState::default()
+        };
+        // A record without a lane and without an end: this node's lane stays.
+        let budget = Shared {
+            budget_exhausted_ms: 60_000,
+            ..Shared::default()
+        };
+        assert!(b.adopt_record(&budget, None, NOW));
+        assert_eq!(b.lane, Some(lane));
+        assert_eq!(b.budget_exhausted_until, Some(NOW + 60_000));
+        // The record says the lane ended (budget spent): it ends here, the budget holds.
+        assert!(b.adopt_record(&budget, Some((EndReason::BudgetExhausted, 3_600_000)), NOW));
+        assert!(b.lane.is_none());
+        assert_eq!(b.last_end.map(|(r, _)| r.label()), Some("budget_exhausted"));
+        assert!(!b.adopt_record(&budget, Some((EndReason::BudgetExhausted, 3_600_000)), NOW));
+    }
+
+    #[test]
+    fn end_reasons_read_back_from_their_labels() {
+        for r in EndReason::ALL {
+            assert_eq!(EndReason::from_label(r.label()), r);
+        }
+        assert_eq!(EndReason::from_label("something_new"), EndReason::Refused);
+        assert!(!EndReason::Expired.is_shared());
+        assert!(EndReason::MaxWait.is_shared());
+    }
 
     const NOW: u64 = 1_800_000_000_000;
 

@@ -16,10 +16,15 @@
 //! ([`RedisStore::changelog_mark`]) whose id becomes its offset: every write after the marker
 //! has a later entry, and every write before it is seen by the scan. The marker also recreates
 //! a missing stream, so a quiet cluster does not fall back to full scans on every tick.
+//!
+//! The learned records (`store::learned`: usage walls, tool limits) append to the same log,
+//! with `w` (a connection's usage wall) or `t` (`provider\x1fmodel`) instead of `c`; a node of
+//! an older release reads those entries as markers (no connection) and skips them.
 
 use redis::Value;
 
 use super::error::StoreError;
+use super::learned::LearnedKey;
 use super::redis_store::RedisStore;
 use super::replies::{into_array, opt_string, protocol};
 use crate::Millis;
@@ -84,6 +89,8 @@ pub struct LogPage {
     pub last: Option<StreamId>,
     /// The record changes on the page, oldest first (markers left out).
     pub changes: Vec<ChangeEntry>,
+    /// The learned records (usage walls, tool limits) the page names, with their versions.
+    pub learned: Vec<(LearnedKey, u64)>,
     /// Entries on the page, markers included: a full page means there may be more.
     pub entries: usize,
 }
@@ -227,24 +234,40 @@ impl RedisStore {
         let entries = parse_entries(CMD, page)?;
         let last = entries.last().map(|e| e.0);
         let n = entries.len();
-        let changes = entries
-            .into_iter()
-            .filter_map(|(id, conn, version)| conn.map(|conn| ChangeEntry { id, conn, version }))
-            .collect();
+        let mut changes = Vec::new();
+        let mut learned = Vec::new();
+        for (id, subject, version) in entries {
+            match subject {
+                Subject::Conn(conn) => changes.push(ChangeEntry { id, conn, version }),
+                Subject::Learned(key) => learned.push((key, version)),
+                Subject::Marker => {}
+            }
+        }
         Ok(LogPage {
             first,
             last,
             changes,
+            learned,
             entries: n,
         })
     }
 }
 
-/// An `XRANGE` reply as `(id, connection, version)`; markers have no connection.
+/// What one log entry names.
+enum Subject {
+    /// A connection record (`c`).
+    Conn(String),
+    /// A usage-wall (`w`) or tool-limit (`t`) record.
+    Learned(LearnedKey),
+    /// A full scan's marker, or an entry this release does not know.
+    Marker,
+}
+
+/// An `XRANGE` reply as `(id, subject, version)`.
 fn parse_entries(
     command: &'static str,
     reply: Value,
-) -> Result<Vec<(StreamId, Option<String>, u64)>, StoreError> {
+) -> Result<Vec<(StreamId, Subject, u64)>, StoreError> {
     into_array(command, reply)?
         .into_iter()
         .map(|entry| {
@@ -256,11 +279,27 @@ fn parse_entries(
                 .and_then(|s| StreamId::parse(&s))
                 .ok_or_else(|| protocol(command, "stream entry id"))?;
             let fields = into_array(command, fields)?;
-            let (mut conn, mut version) = (None, 0);
+            let (mut subject, mut version) = (Subject::Marker, 0);
             for pair in fields.chunks(2) {
                 let [name, value] = pair else { continue };
                 match opt_string(command, name)?.as_deref() {
-                    Some("c") => conn = opt_string(command, value)?,
+                    Some("c") => {
+                        if let Some(conn) = opt_string(command, value)? {
+                            subject = Subject::Conn(conn);
+                        }
+                    }
+                    Some("w") => {
+                        if let Some(conn) = opt_string(command, value)? {
+                            subject = Subject::Learned(LearnedKey::Wall(conn));
+                        }
+                    }
+                    Some("t") => {
+                        if let Some(key) = opt_string(command, value)?
+                            .and_then(|m| LearnedKey::tool_limit_member(&m))
+                        {
+                            subject = Subject::Learned(key);
+                        }
+                    }
                     Some("v") => {
                         version = opt_string(command, value)?
                             .and_then(|v| v.parse().ok())
@@ -269,7 +308,7 @@ fn parse_entries(
                     _ => {}
                 }
             }
-            Ok((id, conn, version))
+            Ok((id, subject, version))
         })
         .collect()
 }

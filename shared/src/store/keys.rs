@@ -132,6 +132,12 @@ impl KeySpace {
         format!("{}nodes", self.prefix)
     }
 
+    /// Sorted set `node id → heartbeat expiry` (Redis clock): the membership a node reads in
+    /// one call, whatever the cluster's size (`store::membership`).
+    pub fn nodes_seen(&self) -> String {
+        format!("{}nodes-seen", self.prefix)
+    }
+
     /// The coordinator's leader lease and its fence counter.
     pub fn leader_lease(&self) -> String {
         format!("{}leader:{{coordinator}}", self.prefix)

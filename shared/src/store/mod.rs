@@ -43,6 +43,7 @@ pub mod health;
 pub mod heartbeat;
 pub mod keys;
 pub mod learned;
+pub mod learned_read;
 pub mod leases;
 pub mod lockouts;
 pub mod membership;
@@ -67,11 +68,13 @@ pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;
-pub use learned::{ToolLimitStored, WallDeadlines, WallMerged};
+pub use learned::{LaneEnd, LearnedKey, ToolLimitStored, WallDeadlines, WallMerged};
+pub use learned_read::{ToolLimitRecord, ToolLimitState, WallRecord};
 pub use leases::{
     FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, LeaseMove, owner_hash,
 };
 pub use lockouts::{LockoutApplied, LockoutRecord};
+pub use membership::Membership;
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
 pub use settings::SettingsWrite;

@@ -14,6 +14,8 @@ mod changelog;
 mod clock;
 mod failover;
 mod heal;
+mod heartbeat_cost;
+mod learned_resync;
 mod lease_failover;
 mod leases;
 mod members;

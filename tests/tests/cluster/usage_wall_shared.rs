@@ -21,11 +21,11 @@ use switchyard_tests::mock_upstream::{
 use crate::support::http::{connection, messages, open_auth, provider, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 
-const KEY_A: &str = "sk-ant-oat01-shared-wall-a";
-const KEY_B: &str = "sk-ant-oat01-shared-wall-b";
-const MODEL: &str = "claude/claude-x";
+pub(crate) const KEY_A: &str = "sk-ant-oat01-shared-wall-a";
+pub(crate) const KEY_B: &str = "sk-ant-oat01-shared-wall-b";
+pub(crate) const MODEL: &str = "claude/claude-x";
 
-fn epoch_ms() -> u64 {
+pub(crate) fn epoch_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -53,7 +53,7 @@ fn body(mock: &MockHandle, ttl_ms: u64) -> String {
     )
 }
 
-async fn start(mock: &MockHandle, ttl_ms: u64) -> TestCluster {
+pub(crate) async fn start(mock: &MockHandle, ttl_ms: u64) -> TestCluster {
     let body = body(mock, ttl_ms);
     tokio::task::spawn_blocking(move || {
         let env = [("KEY_A", KEY_A), ("KEY_B", KEY_B)];
@@ -69,7 +69,7 @@ async fn start(mock: &MockHandle, ttl_ms: u64) -> TestCluster {
     .unwrap()
 }
 
-fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(15))
@@ -77,7 +77,7 @@ fn http() -> reqwest::Client {
         .unwrap()
 }
 
-async fn ask(http: &reqwest::Client, node: &NodeProcess, body: &Value) -> (u16, Value) {
+pub(crate) async fn ask(http: &reqwest::Client, node: &NodeProcess, body: &Value) -> (u16, Value) {
     let resp = http
         .post(format!("{}/v1/messages", node.client_url()))
         .json(body)
@@ -88,7 +88,7 @@ async fn ask(http: &reqwest::Client, node: &NodeProcess, body: &Value) -> (u16, 
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-async fn admin(http: &reqwest::Client, node: &NodeProcess, path: &str) -> Value {
+pub(crate) async fn admin(http: &reqwest::Client, node: &NodeProcess, path: &str) -> Value {
     let resp = http
         .get(format!("{}{path}", node.admin_url()))
         .bearer_auth(MGMT_KEY)
@@ -100,7 +100,7 @@ async fn admin(http: &reqwest::Client, node: &NodeProcess, path: &str) -> Value 
 }
 
 /// `ca`'s usage-wall row on `node`.
-async fn wall_row(http: &reqwest::Client, node: &NodeProcess) -> Value {
+pub(crate) async fn wall_row(http: &reqwest::Client, node: &NodeProcess) -> Value {
     let v = admin(http, node, "/api/resilience/usage-wall").await;
     v["items"]
         .as_array()
@@ -109,7 +109,7 @@ async fn wall_row(http: &reqwest::Client, node: &NodeProcess) -> Value {
 }
 
 /// Waits until `node` holds a lane on `ca` (learned from a peer: no request of its own).
-async fn lane_on(http: &reqwest::Client, node: &NodeProcess) -> Value {
+pub(crate) async fn lane_on(http: &reqwest::Client, node: &NodeProcess) -> Value {
     let row = eventually(STATE_DEADLINE, || async {
         let row = wall_row(http, node).await;
         (!row["lane"].is_null()).then_some(row)
@@ -118,7 +118,7 @@ async fn lane_on(http: &reqwest::Client, node: &NodeProcess) -> Value {
     row.unwrap_or_else(|| panic!("no lane arrived; log:\n{}", node.log()))
 }
 
-async fn redis(cluster: &TestCluster) -> redis::aio::MultiplexedConnection {
+pub(crate) async fn redis(cluster: &TestCluster) -> redis::aio::MultiplexedConnection {
     redis::Client::open(cluster.redis.url())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -135,7 +135,7 @@ async fn wall_pttl(con: &mut redis::aio::MultiplexedConnection) -> i64 {
         .unwrap()
 }
 
-fn hits(mock: &MockHandle, key: &str) -> u64 {
+pub(crate) fn hits(mock: &MockHandle, key: &str) -> u64 {
     mock.stats().by_key.get(key).copied().unwrap_or(0)
 }
 
@@ -227,7 +227,7 @@ async fn a_shared_lane_ends_on_every_node_after_its_reset() {
     assert_eq!(seen.walled, 2);
 }
 
-fn with_tools(n: usize) -> Value {
+pub(crate) fn with_tools(n: usize) -> Value {
     let mut body = messages(MODEL, false);
     body["tools"] = Value::Array(
         (0..n)

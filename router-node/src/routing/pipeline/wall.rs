@@ -8,7 +8,8 @@
 //! counted on the breaker, nor rotated away. Every other answer goes on to step 5 as it came.
 //! Connections without the opt-ins pay one branch. In redis mode an accepted lane, a spent
 //! budget, a `max_wait` block and the reset's hold are handed to the cluster
-//! (`cluster::learned`), so the other nodes take the lane without a wall 429 of their own.
+//! (`cluster::learned`), so the other nodes take the lane without a wall 429 of their own, and
+//! a lane ended before its reset is withdrawn from them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,39 +124,54 @@ fn decide(
 ) -> Action {
     let jitter = rand::random_range(-1.0..=1.0);
     let now = rt.clock.epoch_ms();
-    let Some(decision) = rt
-        .usage_wall
-        .with(conn.idx, |s| s.on_answer(opts, sig, spent, now, jitter))
-    else {
+    let Some((decision, lane_before)) = rt.usage_wall.with(conn.idx, |s| {
+        let before = s.lane;
+        (s.on_answer(opts, sig, spent, now, jitter), before)
+    }) else {
         return Action::Pass;
     };
     record(rt, conn, decision.event);
     if let Some(event) = decision.event {
         tracing::info!(connection = %conn.id, event = event.label(), "usage wall");
-        if shares(event) {
-            share(rt, conn);
+        match event {
+            Event::Accepted => share(rt, conn, true),
+            // An early end withdraws the lane from every node (with the budget or block it
+            // set); the lane's own expiry needs no word.
+            Event::Ended(reason) if reason.is_shared() => {
+                let reset_ms = lane_before.map_or(0, |l| l.reset_at.saturating_sub(now));
+                end_shared(rt, conn, reason, reset_ms);
+            }
+            _ => {}
         }
     }
     decision.action
 }
 
-/// Whether an event set a deadline the other nodes must know (redis mode).
-fn shares(event: Event) -> bool {
-    matches!(
-        event,
-        Event::Accepted | Event::Ended(EndReason::MaxWait | EndReason::BudgetExhausted)
-    )
+/// Hands the connection's deadlines to the cluster (redis mode; a spawned write, never
+/// waited on). Only the accept shares the lane itself: any other write carrying this node's
+/// copy of the lane could open again a lane another node ended.
+fn share(rt: &RoutingTable, conn: &ConnHandle, with_lane: bool) {
+    let Some(cluster) = &rt.cluster else {
+        return;
+    };
+    let now = rt.clock.epoch_ms();
+    if let Some(mut shared) = rt.usage_wall.with(conn.idx, |s| s.shared(now)) {
+        if !with_lane {
+            shared.lane_ms = 0;
+            shared.lane_reset_ms = 0;
+        }
+        cluster.share_usage_wall(&conn.id, shared);
+    }
 }
 
-/// Hands the connection's deadlines to the cluster (redis mode; a spawned write, never
-/// waited on).
-fn share(rt: &RoutingTable, conn: &ConnHandle) {
+/// This node ended the connection's lane early: the cluster withdraws it (redis mode).
+fn end_shared(rt: &RoutingTable, conn: &ConnHandle, reason: EndReason, reset_ms: Millis) {
     let Some(cluster) = &rt.cluster else {
         return;
     };
     let now = rt.clock.epoch_ms();
     if let Some(shared) = rt.usage_wall.with(conn.idx, |s| s.shared(now)) {
-        cluster.share_usage_wall(&conn.id, shared);
+        cluster.end_usage_wall_lane(&conn.id, reason, reset_ms, shared);
     }
 }
 
@@ -227,7 +243,7 @@ impl PendingClaim<'_> {
             .usage_wall
             .with(self.conn.idx, |s| s.reset.settle(outcome, now))
             .unwrap_or(false);
-        share(self.rt, self.conn);
+        share(self.rt, self.conn, false);
         again
     }
 }
