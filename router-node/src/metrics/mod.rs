@@ -45,7 +45,6 @@ mod timed_body;
 mod tests;
 
 use std::collections::{BTreeSet, HashMap};
-use std::future::Future;
 use std::sync::Arc;
 
 use std::time::{Duration, Instant};
@@ -702,19 +701,14 @@ impl Metrics {
         }
     }
 
-    /// Runs one upstream attempt and records its duration, or for a committed stream its
-    /// time to first content (the stream's full duration is recorded at its end). The
-    /// attempt adds its own waits on the upstream to the request's [`UpstreamWait`].
-    pub async fn time_attempt(
-        &self,
-        provider: usize,
-        attempt: impl Future<Output = AttemptResult>,
-    ) -> AttemptResult {
-        let started = Instant::now();
-        let result = attempt.await;
-        let elapsed = started.elapsed();
+    /// Records one upstream attempt that took `elapsed`: its duration, or for a committed
+    /// stream its time to first content (the stream's full duration is recorded at its end).
+    /// Not a wrapper around the attempt's future: an async fn that takes a future by value
+    /// holds it twice (the argument and the awaited copy), which doubled the attempt's share
+    /// of every request's routing future.
+    pub fn observe_attempt(&self, provider: usize, elapsed: Duration, result: &AttemptResult) {
         if let Some(p) = self.providers.get(provider) {
-            match &result {
+            match result {
                 AttemptResult::Stream(_) => p.time_to_first_content.observe(elapsed.as_secs_f64()),
                 AttemptResult::Json(_) => p.upstream_duration.observe(elapsed.as_secs_f64()),
                 AttemptResult::Failed(f) => {
@@ -728,7 +722,6 @@ impl Metrics {
                 }
             }
         }
-        result
     }
 
     /// Records the end of a committed stream: its upstream duration, usage and watchdog.

@@ -96,8 +96,12 @@ pub async fn attempt(
         .stream
         .then(|| upstream::hold::HoldPolicy::from_settings(&rt.settings.load().stream_recovery))
         .flatten();
-    let attempt = upstream::attempt_holding(attempt_req, &req.upstream_wait, hold);
-    match rt.metrics.time_attempt(provider.idx, attempt).await {
+    // The attempt adds its own waits on the upstream to the request's `UpstreamWait`.
+    let started = std::time::Instant::now();
+    let result = upstream::attempt_holding(attempt_req, &req.upstream_wait, hold).await;
+    rt.metrics
+        .observe_attempt(provider.idx, started.elapsed(), &result);
+    match result {
         AttemptResult::Json(mut ok) => {
             if let Some(t) = &ctx.translation {
                 match translation::json_body(t, &ok.body) {
