@@ -230,6 +230,39 @@ mod tests {
         assert_eq!(all, "[REDACTED][REDACTED]");
     }
 
+    fn chunks(items: Vec<Result<&'static str, &'static str>>) -> Vec<Result<Bytes, &'static str>> {
+        items
+            .into_iter()
+            .map(|r| r.map(|s| Bytes::from_static(s.as_bytes())))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_stream_scrubs_across_chunks_and_releases_the_held_tail_at_its_end() {
+        let inner = futures_util::stream::iter(chunks(vec![
+            Ok("data: key 4f7c2e9a"),
+            Ok("1b3d5f60.Q8rT2vX9zY4wK1mN ok\n\n"),
+            Ok("tail 4f7c"),
+        ]));
+        let out: Vec<_> = scrub_stream(inner, Some(KEY)).collect().await;
+        let text: Vec<_> = out
+            .into_iter()
+            .map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap())
+            .collect();
+        assert_eq!(text, ["data: key ", "[REDACTED] ok\n\n", "tail ", "4f7c"]);
+    }
+
+    #[tokio::test]
+    async fn an_error_ends_the_stream_and_drops_the_held_partial_secret() {
+        let inner = futures_util::stream::iter(chunks(vec![
+            Ok("x 4f7c2e"),
+            Err("reset"),
+            Ok("never polled"),
+        ]));
+        let out: Vec<_> = scrub_stream(inner, Some(KEY)).collect().await;
+        assert_eq!(out, [Ok(Bytes::from_static(b"x ")), Err("reset")]);
+    }
+
     #[test]
     fn ordinary_chunks_pass_through_without_delay() {
         let (all, parts) = run(&["data: {\"a\":1}\n\n", "data: [DONE]\n\n"]);
