@@ -123,41 +123,70 @@ pub fn scrub_bytes(body: &Bytes, secret: Option<&str>) -> Bytes {
 
 /// Wraps a body stream so that `secret` never leaves it. Errors end the stream (bytes held
 /// back at that point are a partial secret and are dropped).
+///
+/// One allocation holds the inner stream and the scrubber together: the wrapper lives as
+/// long as the client's stream, which can be idle for minutes, so it is kept small.
 pub fn scrub_stream<S, E>(
     inner: S,
     secret: Option<&str>,
 ) -> std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, E>>>>
 where
-    S: Stream<Item = Result<Bytes, E>> + 'static,
+    S: Stream<Item = Result<Bytes, E>> + Unpin + 'static,
     E: 'static,
 {
-    let Some(scrubber) = Scrubber::new(secret) else {
-        return Box::pin(inner);
-    };
-    let inner = Box::pin(inner);
-    Box::pin(futures_util::stream::unfold(
-        (inner, scrubber, false),
-        |(mut inner, mut s, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                match inner.next().await {
-                    Some(Ok(chunk)) => {
-                        let out = s.push(chunk);
-                        if !out.is_empty() {
-                            return Some((Ok(out), (inner, s, false)));
-                        }
-                    }
-                    Some(Err(e)) => return Some((Err(e), (inner, s, true))),
-                    None => {
-                        let rest = s.finish();
-                        return (!rest.is_empty()).then_some((Ok(rest), (inner, s, true)));
+    match Scrubber::new(secret) {
+        None => Box::pin(inner),
+        Some(scrubber) => Box::pin(ScrubStream {
+            inner,
+            scrubber,
+            done: false,
+        }),
+    }
+}
+
+/// The stream of [`scrub_stream`].
+struct ScrubStream<S> {
+    inner: S,
+    scrubber: Scrubber,
+    /// An error or the end was passed on: nothing more comes.
+    done: bool,
+}
+
+impl<S, E> Stream for ScrubStream<S>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    type Item = Result<Bytes, E>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        loop {
+            match std::task::ready!(this.inner.poll_next_unpin(cx)) {
+                Some(Ok(chunk)) => {
+                    let out = this.scrubber.push(chunk);
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(out)));
                     }
                 }
+                Some(Err(e)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    this.done = true;
+                    let rest = this.scrubber.finish();
+                    return Poll::Ready((!rest.is_empty()).then_some(Ok(rest)));
+                }
             }
-        },
-    ))
+        }
+    }
 }
 
 /// Length of the longest suffix of `hay` that is a proper prefix of `needle`.
@@ -199,6 +228,39 @@ mod tests {
         assert_eq!(parts[0], "data: key ", "the partial secret is held back");
         let (all, _) = run(&[KEY, KEY]);
         assert_eq!(all, "[REDACTED][REDACTED]");
+    }
+
+    fn chunks(items: Vec<Result<&'static str, &'static str>>) -> Vec<Result<Bytes, &'static str>> {
+        items
+            .into_iter()
+            .map(|r| r.map(|s| Bytes::from_static(s.as_bytes())))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_stream_scrubs_across_chunks_and_releases_the_held_tail_at_its_end() {
+        let inner = futures_util::stream::iter(chunks(vec![
+            Ok("data: key 4f7c2e9a"),
+            Ok("1b3d5f60.Q8rT2vX9zY4wK1mN ok\n\n"),
+            Ok("tail 4f7c"),
+        ]));
+        let out: Vec<_> = scrub_stream(inner, Some(KEY)).collect().await;
+        let text: Vec<_> = out
+            .into_iter()
+            .map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap())
+            .collect();
+        assert_eq!(text, ["data: key ", "[REDACTED] ok\n\n", "tail ", "4f7c"]);
+    }
+
+    #[tokio::test]
+    async fn an_error_ends_the_stream_and_drops_the_held_partial_secret() {
+        let inner = futures_util::stream::iter(chunks(vec![
+            Ok("x 4f7c2e"),
+            Err("reset"),
+            Ok("never polled"),
+        ]));
+        let out: Vec<_> = scrub_stream(inner, Some(KEY)).collect().await;
+        assert_eq!(out, [Ok(Bytes::from_static(b"x ")), Err("reset")]);
     }
 
     #[test]

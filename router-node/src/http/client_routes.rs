@@ -355,8 +355,9 @@ fn committed_body(
     // Truncations inside the stream recovery hold reopened before this stream.
     let recovered = stream.reopens;
     // An upstream may echo this connection's key in error text relayed after the commit.
+    // Only for building the scrubber below; the finaliser reads the key from `conn`, so no
+    // copy of it is kept for the stream's life.
     let secret = conn.api_key.clone();
-    let log_secret = secret.clone();
     let key_id = route_req.key_id().map(str::to_owned);
     let client_model = route_req.body.model.clone();
     let dropped = translation
@@ -372,7 +373,7 @@ fn committed_body(
         drop(permits);
         // After the commit point the breaker has already counted this attempt (as a success
         // at commit); a later failure only informs the connection (error fields, cooldown).
-        if let Some(f) = crate::upstream::failure_after_commit(&end, log_secret.as_deref()) {
+        if let Some(f) = crate::upstream::failure_after_commit(&end, conn.api_key.as_deref()) {
             crate::routing::observe::after_commit_failure(
                 &rt, &provider, &conn, &model, &target, &f,
             );

@@ -380,6 +380,11 @@ impl Stream for CommittedBody {
             }
             if let Some(chunk) = this.prefix.pop_front() {
                 this.end.bytes += chunk.len() as u64;
+                if this.prefix.is_empty() {
+                    // Release the drained buffer: an idle stream lives for minutes, and the
+                    // held-back prefix is never refilled.
+                    this.prefix = VecDeque::new();
+                }
                 return this.emit(chunk);
             }
             if let Some(mut frame) = this.final_frame.take() {
