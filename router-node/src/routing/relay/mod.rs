@@ -214,6 +214,7 @@ pub fn on_served(rt: &RoutingTable, rc: &mut RequestCtx, mut routed: Routed) -> 
             target: routed.target.clone(),
             connection: routed.conn.id.clone(),
         },
+        rt.clock.now(),
     );
     let Some(outcome) = relay.outcome else {
         return routed;
