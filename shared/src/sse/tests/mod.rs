@@ -3,6 +3,7 @@
 
 pub(in crate::sse) mod fixtures;
 mod inspect;
+pub(in crate::sse) mod json_gen;
 mod parser;
 mod prescan;
 mod props;

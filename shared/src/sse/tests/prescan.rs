@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::fixtures;
+use super::json_gen::{object, scalar};
 use crate::sse::inspect::prescan;
 use crate::sse::{EventInfo, EventKind, Format, SseItem, SseParser, formats, inspect};
 
@@ -72,21 +73,6 @@ fn plain_text_chunk_is_content_with_exact_bytes() {
 }
 
 /// A JSON value as text, often odd: numbers serde rejects, raw control characters, escapes.
-fn scalar() -> impl Strategy<Value = String> {
-    prop_oneof![
-        Just("null".to_owned()),
-        Just("true".to_owned()),
-        Just("nul".to_owned()),
-        prop::sample::select(vec![
-            "0", "-1", "12.5", "1e400", "01", "1.", "-", "2E+3", "[]", "{}"
-        ])
-        .prop_map(str::to_owned),
-        "[ -~é\\n\u{1}\"\\\\]{0,8}".prop_map(|s| serde_json::to_string(&s).unwrap_or_default()),
-        "[a-zé \t\u{1}]{0,6}".prop_map(|s| format!("\"{s}\"")),
-        Just("[1,{\"a\":[null]}]".to_owned()),
-    ]
-}
-
 fn key() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec![
         "id",
@@ -108,14 +94,6 @@ fn key() -> impl Strategy<Value = &'static str> {
         "error",
         "logprobs",
     ])
-}
-
-fn object(fields: Vec<(&'static str, String)>, ws: &str) -> String {
-    let body: Vec<String> = fields
-        .into_iter()
-        .map(|(k, v)| format!("\"{k}\"{ws}:{ws}{v}"))
-        .collect();
-    format!("{{{ws}{}{ws}}}", body.join(&format!(",{ws}")))
 }
 
 prop_compose! {

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{BodyFacts, probe};
+use crate::sse::tests::json_gen::object;
 use crate::sse::{Usage, WireUsage};
 
 /// The node's serde probe: the same three declared fields.
@@ -138,14 +139,6 @@ fn key() -> impl Strategy<Value = &'static str> {
         "input_tokens_details",
         "cached_tokens",
     ])
-}
-
-fn object(fields: Vec<(&'static str, String)>, ws: &str) -> String {
-    let body: Vec<String> = fields
-        .into_iter()
-        .map(|(k, v)| format!("\"{k}\"{ws}:{ws}{v}"))
-        .collect();
-    format!("{{{ws}{}{ws}}}", body.join(&format!(",{ws}")))
 }
 
 prop_compose! {

@@ -6,6 +6,7 @@ use proptest::strategy::ValueTree;
 
 use super::{anthropic, responses};
 use crate::sse::tests::fixtures;
+use crate::sse::tests::json_gen::{self, object};
 use crate::sse::{EventInfo, EventKind, Format, SseEvent, SseItem, SseParser, formats, inspect};
 
 /// The full parse of one event, as `inspect` ran it before the pre-scans.
@@ -198,21 +199,14 @@ fn events_the_full_parse_reads_further_are_deferred() {
 }
 
 /// A JSON value as text, often odd: numbers serde rejects, raw control characters, escapes.
+/// The shared scalars, plus values shaped like this format's fields.
 fn scalar() -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("null".to_owned()),
-        Just("true".to_owned()),
-        Just("nul".to_owned()),
-        prop::sample::select(vec![
-            "0", "-1", "12.5", "1e400", "01", "1.", "-", "2E+3", "[]", "{}"
-        ])
-        .prop_map(str::to_owned),
-        "[ -~é\\n\u{1}\"\\\\]{0,8}".prop_map(|s| serde_json::to_string(&s).unwrap_or_default()),
-        "[a-zé \t\u{1}]{0,6}".prop_map(|s| format!("\"{s}\"")),
-        kind().prop_map(|k| format!("\"{k}\"")),
-        Just("[1,{\"a\":[null]}]".to_owned()),
-        Just("{\"type\":\"reasoning\"}".to_owned()),
-        Just("{\"output_tokens\":3}".to_owned()),
+        // The shared set's seven kinds, weighted as when they were listed here.
+        7 => json_gen::scalar(),
+        1 => kind().prop_map(|k| format!("\"{k}\"")),
+        1 => Just("{\"type\":\"reasoning\"}".to_owned()),
+        1 => Just("{\"output_tokens\":3}".to_owned()),
     ]
 }
 
@@ -256,14 +250,6 @@ fn key() -> impl Strategy<Value = &'static str> {
         "item_id",
         "partial_json",
     ])
-}
-
-fn object(fields: Vec<(&'static str, String)>, ws: &str) -> String {
-    let body: Vec<String> = fields
-        .into_iter()
-        .map(|(k, v)| format!("\"{k}\"{ws}:{ws}{v}"))
-        .collect();
-    format!("{{{ws}{}{ws}}}", body.join(&format!(",{ws}")))
 }
 
 prop_compose! {
