@@ -20,6 +20,9 @@
 # callgrind profile under the output folder for callgrind_annotate or kcachegrind.
 set -euo pipefail
 export LC_ALL=C
+BENCH_NAME=callgrind.sh
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -83,15 +86,6 @@ esac
 CLIENT_KEY=sk-bench-client-not-a-secret
 mkdir -p "$OUT"
 
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 0.5
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 UP_CMD=("$UP_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20)
 if [[ $TARGET != node ]]; then
@@ -107,16 +101,6 @@ for ((i = 0; i < 600; i++)); do
 	sleep 0.05
 done
 [[ -n $MOCK_ADDR ]] || { echo "callgrind.sh: the mock upstream did not start" >&2; exit 1; }
-
-wait_port() { # port
-	local i
-	for ((i = 0; i < 300; i++)); do
-		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "callgrind.sh: nothing listens on port $1" >&2
-	exit 1
-}
 
 if [[ $TARGET == node ]]; then
 	read -r port admin < <(python3 "$HELPER" free-ports 2)

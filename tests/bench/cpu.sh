@@ -20,6 +20,10 @@
 # not change between repeats of one build). Results go to DIR (default results/cpu-TIMESTAMP).
 set -euo pipefail
 export LC_ALL=C
+BENCH_NAME=cpu.sh
+BENCH_GRACE_S=0.3
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -55,16 +59,6 @@ mkdir -p "$OUT"
 TICK=$(getconf CLK_TCK)
 CLIENT_KEY=sk-bench-client-not-a-secret
 
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 0.3
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-	PIDS=()
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # utime + stime of a process, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

@@ -21,6 +21,9 @@
 # its PID on exit. Results: DIR (default results/idle-TIMESTAMP): streams.json and table.md.
 set -euo pipefail
 export LC_ALL=C
+BENCH_NAME=idle_streams.sh
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -75,15 +78,6 @@ for s in ${STEPS//,/ }; do
 done
 STEPS=$(IFS=,; echo "${CAPPED[*]}")
 
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 0.5
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 "$MOCK_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 2 --chunk-delay-ms $((HOLD_S * 1000)) \
 	--max-stall-secs $((HOLD_S + 60)) >"$OUT/mock.out" 2>"$OUT/mock.err" &

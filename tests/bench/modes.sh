@@ -15,6 +15,9 @@
 # Every process started here is stopped by its PID on exit.
 set -euo pipefail
 export LC_ALL=C
+BENCH_NAME=modes.sh
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -56,7 +59,6 @@ mkdir -p "$OUT"
 GW_CORE=0
 LOAD_CORE=1
 
-PIDS=()
 stop() { # pid
 	kill -TERM "$1" 2>/dev/null || true
 	local i
@@ -67,24 +69,6 @@ stop() { # pid
 	kill -KILL "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
 }
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 0.5
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-wait_port() {
-	local i
-	for ((i = 0; i < 300; i++)); do
-		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "modes.sh: nothing listens on port $1" >&2
-	exit 1
-}
-
 taskset -c "$LOAD_CORE" "$MOCK_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20 \
 	>"$OUT/mock.out" 2>"$OUT/mock.err" &
 PIDS+=("$!")

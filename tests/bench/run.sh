@@ -11,6 +11,9 @@
 # script starts is stopped by its PID when the script exits. See docs/performance.md.
 set -euo pipefail
 export LC_ALL=C
+BENCH_NAME=run.sh
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
 	cat <<'EOF'
@@ -109,7 +112,6 @@ NCPU=$(nproc)
 ((GW_CORE < NCPU && LOAD_CORE < NCPU)) || die "cores $GW_CORE and $LOAD_CORE need a machine with at least 2 cores (this one has $NCPU)"
 
 # --- processes: every PID we start is tracked and stopped on exit --------------------------
-PIDS=()
 track() { PIDS+=("$1"); }
 untrack() {
 	local keep=() p
@@ -139,14 +141,6 @@ run_tracked() {
 	untrack "$pid"
 	return "$rc"
 }
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 0.5
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # --- /proc readings ------------------------------------------------------------------------
 proc_ticks() { # utime + stime of a process, all threads, in clock ticks
