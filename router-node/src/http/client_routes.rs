@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::http::StatusCode;
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -177,6 +178,10 @@ async fn json_or_error(
     }
 }
 
+const X_SWITCHYARD_CONNECTION: HeaderName = HeaderName::from_static("x-switchyard-connection");
+const X_SWITCHYARD_ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
 fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
     let RoutedBody::Json(ok) = &routed.body else {
         return GatewayError::internal("unexpected stream result")
@@ -186,13 +191,19 @@ fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
     for (k, v) in &ok.headers {
         b.insert_header((k.clone(), v.clone()));
     }
-    b.insert_header(("x-switchyard-connection", routed.conn.id.to_string()));
-    b.insert_header(("x-switchyard-attempts", routed.attempts.to_string()));
-    b.insert_header(("x-request-id", request_id.to_owned()));
+    // Names as constants and the count as an integer value: no parsing or formatting per
+    // request for the headers every answer carries.
+    if let Ok(conn) = HeaderValue::from_str(&routed.conn.id) {
+        b.insert_header((X_SWITCHYARD_CONNECTION, conn));
+    }
+    b.insert_header((X_SWITCHYARD_ATTEMPTS, HeaderValue::from(routed.attempts)));
+    if let Ok(id) = HeaderValue::from_str(request_id) {
+        b.insert_header((X_REQUEST_ID, id));
+    }
     for header in routed.translation.iter().flat_map(|t| t.param_headers()) {
         b.insert_header(header);
     }
-    let body = scrub::scrub_bytes(&ok.body, routed.conn.api_key.as_deref());
+    let body = scrub::scrub_bytes(&ok.body, routed.conn.scrub_secret.as_ref());
     b.content_type("application/json").body(body)
 }
 
@@ -357,7 +368,7 @@ fn committed_body(
     // An upstream may echo this connection's key in error text relayed after the commit.
     // Only for building the scrubber below; the finaliser reads the key from `conn`, so no
     // copy of it is kept for the stream's life.
-    let secret = conn.api_key.clone();
+    let secret = conn.scrub_secret.clone();
     let key_id = route_req.key_id().map(str::to_owned);
     let client_model = route_req.body.model.clone();
     let dropped = translation
@@ -427,7 +438,7 @@ fn committed_body(
     super::seamed::client_body(
         stream,
         rt_heartbeat,
-        secret.as_deref(),
+        secret.as_ref(),
         translation.as_ref(),
         on_finish,
     )
@@ -451,7 +462,19 @@ fn request_id(req: &HttpRequest) -> String {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         })
         .map(str::to_owned)
-        .unwrap_or_else(|| format!("req_{:016x}", rand::random::<u64>()))
+        .unwrap_or_else(|| generated_request_id(rand::random::<u64>()))
+}
+
+/// `req_` and 16 lower-case hex digits, written without the formatting machinery (this runs
+/// on every request that brings no id of its own).
+fn generated_request_id(n: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(20);
+    id.push_str("req_");
+    for shift in (0..16).rev() {
+        id.push(char::from(HEX[((n >> (shift * 4)) & 0xf) as usize]));
+    }
+    id
 }
 
 fn access_log_ok(
@@ -594,5 +617,17 @@ pub(super) fn book_side_calls(rt: &Runtime, key: Option<&str>, calls: &[routing:
             &call.connection,
             Some(&call.usage),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::generated_request_id;
+
+    #[test]
+    fn generated_request_ids_read_as_the_formatted_ones() {
+        for n in [0, 1, 0xabc, u64::MAX, 0x0123_4567_89ab_cdef, 1 << 63] {
+            assert_eq!(generated_request_id(n), format!("req_{n:016x}"));
+        }
     }
 }

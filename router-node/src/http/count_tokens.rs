@@ -163,7 +163,7 @@ async fn forward(
     Some(
         HttpResponse::build(status)
             .content_type("application/json")
-            .body(scrub::scrub_bytes(&bytes, conn.api_key.as_deref())),
+            .body(scrub::scrub_bytes(&bytes, conn.scrub_secret.as_ref())),
     )
 }
 

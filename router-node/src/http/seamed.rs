@@ -58,7 +58,7 @@ pub fn policy(rt: &Runtime, req: &RouteRequest) -> Option<SeamPolicy> {
 pub fn client_body(
     stream: CommittedStream,
     heartbeat_ms: u64,
-    secret: Option<&str>,
+    secret: Option<&scrub::ScrubSecret>,
     translation: Option<&Translation>,
     on_finish: OnFinish,
 ) -> ClientBody {
@@ -118,6 +118,7 @@ fn open_segment(shared: &Shared, routed: Routed) -> Result<ClientBody, String> {
         return Err("the continuation was answered without a stream".to_owned());
     };
     let secret = conn.api_key.clone();
+    let scrub_secret = conn.scrub_secret.clone();
     let s = shared.clone();
     let (conn2, secret2) = (conn.clone(), secret.clone());
     let on_finish: OnFinish = Box::new(move |end: StreamEnd| {
@@ -146,7 +147,7 @@ fn open_segment(shared: &Shared, routed: Routed) -> Result<ClientBody, String> {
     Ok(client_body(
         stream,
         shared.heartbeat_ms,
-        secret.as_deref(),
+        scrub_secret.as_ref(),
         translation.as_ref(),
         on_finish,
     ))

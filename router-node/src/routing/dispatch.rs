@@ -286,7 +286,12 @@ fn record_session_outcome(rt: &RoutingTable, key: u64, ok: bool) {
 
 /// `provider/model` of a target.
 pub fn target_key(t: &Target) -> String {
-    format!("{}/{}", t.provider, t.model)
+    // Joined by hand: `format!` runs the formatting machinery on every request.
+    let mut key = String::with_capacity(t.provider.len() + 1 + t.model.len());
+    key.push_str(&t.provider);
+    key.push('/');
+    key.push_str(&t.model);
+    key
 }
 
 /// The order in which to try targets: the combo's strategy, or the single direct target.

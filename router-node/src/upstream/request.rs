@@ -79,6 +79,15 @@ fn is_reserved(name: &str) -> bool {
 
 /// The request, ready to send; `Err` carries a short reason when it cannot be built. The URI
 /// is the provider's pre-parsed endpoint (cloning it only bumps reference counts).
+/// `Bearer <key>` as a header value, built in one buffer that the value keeps (no
+/// formatting machinery and no second copy: this runs on every OpenAI-format attempt).
+fn bearer(key: &str) -> Option<rh::HeaderValue> {
+    let mut value = Vec::with_capacity(7 + key.len());
+    value.extend_from_slice(b"Bearer ");
+    value.extend_from_slice(key.as_bytes());
+    rh::HeaderValue::from_maybe_shared(Bytes::from(value)).ok()
+}
+
 pub(super) fn build(req: &AttemptRequest) -> Result<Request<Bytes>, &'static str> {
     let config = &req.provider.config;
     let mut headers = HeaderMap::with_capacity(req.forward_headers.len() + 4);
@@ -110,8 +119,7 @@ pub(super) fn build(req: &AttemptRequest) -> Result<Request<Bytes>, &'static str
     match config.format {
         ProviderFormat::Openai => {
             if let Some(key) = req.conn.api_key.as_deref() {
-                let mut value = rh::HeaderValue::try_from(format!("Bearer {key}"))
-                    .map_err(|_| "the API key is not a valid header value")?;
+                let mut value = bearer(key).ok_or("the API key is not a valid header value")?;
                 value.set_sensitive(true);
                 headers.insert(rh::AUTHORIZATION, value);
             }
@@ -140,4 +148,21 @@ pub(super) fn build(req: &AttemptRequest) -> Result<Request<Bytes>, &'static str
     *request.uri_mut() = uri;
     *request.headers_mut() = headers;
     Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer;
+
+    #[test]
+    fn the_bearer_value_is_the_key_behind_the_scheme() {
+        let value = bearer("sk-test-123").unwrap();
+        assert_eq!(value.as_bytes(), b"Bearer sk-test-123");
+    }
+
+    #[test]
+    fn a_key_that_cannot_be_a_header_value_is_refused() {
+        assert!(bearer("sk-line\nbreak").is_none());
+        assert!(bearer("sk-\u{7f}").is_none());
+    }
 }

@@ -131,18 +131,32 @@ impl ApiKeyConfig {
 }
 
 /// Minimal glob: `*` matches any run of characters (also `/`), `?` exactly one.
+///
+/// Runs for every request whose key restricts its models, so it works on the strings in
+/// place: bytes when both are ASCII, characters otherwise (`?` is one character).
 pub fn glob_match(pattern: &str, text: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    if pattern.is_ascii() && text.is_ascii() {
+        return glob_items(pattern.as_bytes(), text.as_bytes());
+    }
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
+    glob_items(&pattern, &text)
+}
+
+/// The glob over items: `*` and `?` are the pattern's wildcards, anything else matches itself.
+fn glob_items<T: Copy + PartialEq + GlobItem>(pattern: &[T], text: &[T]) -> bool {
     let (mut p, mut t) = (0, 0);
     let mut backtrack: Option<(usize, usize)> = None;
     while t < text.len() {
         match pattern.get(p) {
-            Some('*') => {
+            Some(&c) if c.is_star() => {
                 backtrack = Some((p, t));
                 p += 1;
             }
-            Some(&c) if c == '?' || Some(&c) == text.get(t) => {
+            Some(&c) if c.is_question() || Some(&c) == text.get(t) => {
                 p += 1;
                 t += 1;
             }
@@ -158,7 +172,31 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     }
     pattern
         .get(p..)
-        .is_some_and(|rest| rest.iter().all(|c| *c == '*'))
+        .is_some_and(|rest| rest.iter().all(|c| c.is_star()))
+}
+
+/// The two wildcards, as bytes or as characters.
+trait GlobItem {
+    fn is_star(self) -> bool;
+    fn is_question(self) -> bool;
+}
+
+impl GlobItem for u8 {
+    fn is_star(self) -> bool {
+        self == b'*'
+    }
+    fn is_question(self) -> bool {
+        self == b'?'
+    }
+}
+
+impl GlobItem for char {
+    fn is_star(self) -> bool {
+        self == '*'
+    }
+    fn is_question(self) -> bool {
+        self == '?'
+    }
 }
 
 /// `[cluster] mode`.

@@ -23,6 +23,7 @@ use switchyard_shared::quota_preflight::{self, Preflight, Thresholds};
 use switchyard_shared::strategy::{AttemptOutcome, Candidate, Observed};
 
 use crate::actors::ConnectionActor;
+use crate::api::scrub::ScrubSecret;
 use crate::counters::CooldownCounts;
 use crate::state::gate::Gate;
 use crate::state::queue::RequestQueue;
@@ -89,6 +90,8 @@ pub struct ConnHandle {
     pub client: UpstreamClient,
     /// The upstream credential, if the provider needs one. Never logged.
     pub api_key: Option<String>,
+    /// The credential prepared for scrubbing it from relayed answers (built once here).
+    pub scrub_secret: Option<ScrubSecret>,
     /// The current actor (replaced when the supervisor restarts it).
     pub actor: ArcSwapOption<Addr<ConnectionActor>>,
     /// Observations dropped because the actor's mailbox was full.
@@ -128,6 +131,7 @@ impl ConnHandle {
             consecutive_use: AtomicU32::new(0),
             queue,
             client,
+            scrub_secret: ScrubSecret::new(api_key.as_deref()),
             api_key,
             actor: ArcSwapOption::empty(),
             dropped_observations: AtomicU64::new(0),
