@@ -147,16 +147,16 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 }
 
 /// The glob over items: `*` and `?` are the pattern's wildcards, anything else matches itself.
-fn glob_items<T: Copy + PartialEq + GlobItem>(pattern: &[T], text: &[T]) -> bool {
+fn glob_items<T: GlobItem>(pattern: &[T], text: &[T]) -> bool {
     let (mut p, mut t) = (0, 0);
     let mut backtrack: Option<(usize, usize)> = None;
     while t < text.len() {
         match pattern.get(p) {
-            Some(&c) if c.is_star() => {
+            Some(&c) if c == T::STAR => {
                 backtrack = Some((p, t));
                 p += 1;
             }
-            Some(&c) if c.is_question() || Some(&c) == text.get(t) => {
+            Some(&c) if c == T::QUESTION || Some(&c) == text.get(t) => {
                 p += 1;
                 t += 1;
             }
@@ -172,31 +172,23 @@ fn glob_items<T: Copy + PartialEq + GlobItem>(pattern: &[T], text: &[T]) -> bool
     }
     pattern
         .get(p..)
-        .is_some_and(|rest| rest.iter().all(|c| c.is_star()))
+        .is_some_and(|rest| rest.iter().all(|&c| c == T::STAR))
 }
 
 /// The two wildcards, as bytes or as characters.
-trait GlobItem {
-    fn is_star(self) -> bool;
-    fn is_question(self) -> bool;
+trait GlobItem: Copy + PartialEq {
+    const STAR: Self;
+    const QUESTION: Self;
 }
 
 impl GlobItem for u8 {
-    fn is_star(self) -> bool {
-        self == b'*'
-    }
-    fn is_question(self) -> bool {
-        self == b'?'
-    }
+    const STAR: Self = b'*';
+    const QUESTION: Self = b'?';
 }
 
 impl GlobItem for char {
-    fn is_star(self) -> bool {
-        self == '*'
-    }
-    fn is_question(self) -> bool {
-        self == '?'
-    }
+    const STAR: Self = '*';
+    const QUESTION: Self = '?';
 }
 
 /// `[cluster] mode`.
