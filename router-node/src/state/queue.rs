@@ -229,7 +229,11 @@ mod tests {
         assert_eq!(q.paused_until(1_000), Some(5_000));
         assert_eq!(q.adopt_peer_pause(60_000, 4_000), Some(7_000), "capped");
         assert_eq!(q.paused_until(4_000), Some(7_000));
-        assert_eq!(q.adopt_peer_pause(1_000, 8_000), Some(9_000), "the old one is over");
+        assert_eq!(
+            q.adopt_peer_pause(1_000, 8_000),
+            Some(9_000),
+            "the old one is over"
+        );
         assert_eq!(q.paused_until(9_000), None);
     }
 
