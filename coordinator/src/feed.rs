@@ -236,6 +236,10 @@ fn summary(event: &WireEvent) -> String {
         WireEvent::UsageWallLaneEnded {
             connection, reason, ..
         } => format!("{connection} usage-wall lane ended ({reason})"),
+        WireEvent::QueuePaused {
+            connection,
+            remaining_ms,
+        } => format!("{connection} queue paused {remaining_ms} ms"),
     }
 }
 

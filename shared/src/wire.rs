@@ -162,6 +162,13 @@ pub enum WireEvent {
         reason: String,
         lane_reset_ms: Millis,
     },
+    /// An upstream's typed `RetryInfo` 429 paused `connection`'s request queue on the sender
+    /// for `remaining_ms` more. The receiver pauses its own queue of that connection
+    /// extend-only, capped at its queue wait budget. Event only: no Redis key, no replay.
+    QueuePaused {
+        connection: String,
+        remaining_ms: Millis,
+    },
 }
 
 impl WireEvent {
@@ -182,6 +189,7 @@ impl WireEvent {
             Self::ToolLimitLearned { .. } => "tool_limit_learned",
             Self::ToolLimitCleared { .. } => "tool_limit_cleared",
             Self::UsageWallLaneEnded { .. } => "usage_wall_lane_ended",
+            Self::QueuePaused { .. } => "queue_paused",
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Sharing what the request path learns from upstream answers: a connection's usage-wall
-//! deadlines and a target's tool limit.
+//! deadlines, a target's tool limit, and a connection's queue pause (a typed `RetryInfo` 429).
 //!
 //! Why here and not through the writer: these are not actor state, and the request path must
 //! not wait on Redis. Each write is a spawned task: the extend-only script in Redis
@@ -12,6 +12,12 @@
 //! event ends the same lane on the peers. Every write is counted as under way in
 //! [`crate::cluster::learned_versions`] until it returns, so a resync in between does not make
 //! this node's state equal to a record the write has not reached yet.
+//!
+//! A queue pause is announced only ([`Cluster::share_queue_pause`]): no Redis key, no change
+//! log entry, no replay. It lasts at most the queue's `max_wait_ms` (seconds), so by the time
+//! a resync (5 s) or a replay after an outage could deliver it, it would mostly be over, and a
+//! node that misses it pays with one 429 of its own, which pauses it locally. A key would
+//! need a script, a resync read and a rolling-upgrade story for state that short.
 
 use std::sync::Arc;
 
@@ -229,6 +235,28 @@ impl Cluster {
                     cluster.announce(event).await;
                 }
                 Err(e) => tracing::debug!(%provider, error = %e, "tool limit not dropped"),
+            }
+        });
+    }
+
+    /// This node paused connection `conn`'s request queue for `remaining_ms` (a typed
+    /// `RetryInfo` 429 within the queue's wait budget): announces it, so peers stop sending to
+    /// the connection until it ends instead of each collecting its own 429. Best effort: a
+    /// failed publish (Redis unreachable) is counted `dropped`, and the pause stays local.
+    pub fn share_queue_pause(self: &Arc<Self>, conn: &str, remaining_ms: Millis) {
+        let cluster = self.clone();
+        let conn = conn.to_owned();
+        let handed_over = std::time::Instant::now();
+        tokio::spawn(async move {
+            // The time before the publish is no longer part of the pause.
+            let waited = u64::try_from(handed_over.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let remaining_ms = remaining_ms.saturating_sub(waited);
+            if remaining_ms > 0 {
+                let event = WireEvent::QueuePaused {
+                    connection: conn,
+                    remaining_ms,
+                };
+                cluster.announce(event).await;
             }
         });
     }

@@ -16,7 +16,8 @@
 //! - [`replay`]: the bounded queue of local changes kept while Redis is unreachable.
 //! - [`probe`]: the cluster-wide half-open probe lease.
 //! - [`learned`]: sharing what the request path learns from answers (usage-wall deadlines,
-//!   tool limits), written to Redis and announced from a spawned task.
+//!   tool limits), written to Redis and announced from a spawned task; a `RetryInfo` queue
+//!   pause, announced only.
 //! - [`versions`]: which version of each connection record this node's state stands for;
 //!   [`learned_versions`]: the same for the learned records (usage walls, tool limits).
 

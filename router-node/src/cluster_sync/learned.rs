@@ -1,5 +1,5 @@
-//! Merging a peer's learned state into this node: a connection's usage-wall deadlines and a
-//! target's tool limit (announced by `cluster::learned`).
+//! Merging a peer's learned state into this node: a connection's usage-wall deadlines, a
+//! target's tool limit and a connection's queue pause (announced by `cluster::learned`).
 //!
 //! Why separate from the actor messages in [`super::remote`]: this state has no actor; it is
 //! merged in place, extend-only, so a late or repeated event never shortens anything. The
@@ -73,6 +73,24 @@ pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
                     connection = %connection,
                     reason = reason.label(),
                     "usage-wall lane ended by a peer"
+                );
+            }
+            Applied::Applied
+        }
+        WireEvent::QueuePaused {
+            connection,
+            remaining_ms,
+        } => {
+            let Some(conn) = rt.connection(connection) else {
+                return Applied::Dropped;
+            };
+            let now = rt.clock.now();
+            // Extend-only and capped at this queue's wait budget (`state::queue::peer_pause`).
+            if let Some(until) = conn.queue.adopt_peer_pause(*remaining_ms, now) {
+                tracing::info!(
+                    connection = %connection,
+                    remaining_ms = until.saturating_sub(now),
+                    "request queue paused by a peer"
                 );
             }
             Applied::Applied

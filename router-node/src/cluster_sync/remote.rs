@@ -172,7 +172,8 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
         WireEvent::UsageWallShared { .. }
         | WireEvent::ToolLimitLearned { .. }
         | WireEvent::ToolLimitCleared { .. }
-        | WireEvent::UsageWallLaneEnded { .. } => learned::apply(rt, event),
+        | WireEvent::UsageWallLaneEnded { .. }
+        | WireEvent::QueuePaused { .. } => learned::apply(rt, event),
     }
 }
 

@@ -275,6 +275,10 @@ fn judge(
         match hints::body_retry(delay, conn.queue.settings().max_wait_ms) {
             hints::BodyRetry::Pace(ms) => {
                 conn.queue.pause_until(now.saturating_add(ms));
+                // In redis mode the peers pause their queue of this connection too.
+                if let Some(cluster) = &rt.cluster {
+                    cluster.share_queue_pause(&conn.id, ms);
+                }
                 rt.metrics.body_retry("pace");
             }
             hints::BodyRetry::LockModel(ms) => {

@@ -85,6 +85,16 @@ impl RequestQueue {
         }
     }
 
+    /// Adopts a pause a peer announced (`remaining_ms` from `now`, node time) under
+    /// [`peer_pause`]; the new end when it extended the pause in force.
+    pub fn adopt_peer_pause(&self, remaining_ms: Millis, now: Millis) -> Option<Millis> {
+        let max_wait_ms = self.settings().max_wait_ms;
+        let mut rate = self.rate.lock().ok()?;
+        let until = peer_pause(remaining_ms, max_wait_ms, now, rate.paused_until(now))?;
+        rate.pause_until(until);
+        Some(until)
+    }
+
     /// The end of the pause in force at `now`, if any.
     pub fn paused_until(&self, now: Millis) -> Option<Millis> {
         self.rate.lock().ok().and_then(|r| r.paused_until(now))
@@ -163,6 +173,21 @@ impl RequestQueue {
     }
 }
 
+/// The end (node time) of the pause a peer's `QueuePaused` sets on a queue with wait budget
+/// `max_wait_ms`, at `now`, with `current` the pause in force here: `now + remaining_ms`,
+/// capped at the budget (the longest pause the local path sets: a longer `RetryInfo` locks a
+/// model instead). `None` when it is already over or ends no later than `current`: a peer's
+/// pause only ever extends, never shortens a longer local one.
+pub fn peer_pause(
+    remaining_ms: Millis,
+    max_wait_ms: Millis,
+    now: Millis,
+    current: Option<Millis>,
+) -> Option<Millis> {
+    let until = now.saturating_add(remaining_ms.min(max_wait_ms));
+    (until > now && current.is_none_or(|c| until > c)).then_some(until)
+}
+
 struct Leave<'a>(&'a AtomicU32);
 
 impl Drop for Leave<'_> {
@@ -174,6 +199,43 @@ impl Drop for Leave<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_pause_extends_only_is_capped_at_the_wait_budget_and_ignores_one_that_is_over() {
+        let now = 10_000;
+        // Nothing in force: the announced remainder from now.
+        assert_eq!(peer_pause(2_000, 30_000, now, None), Some(12_000));
+        // Longer than this queue could sit out: capped at its budget.
+        assert_eq!(peer_pause(90_000, 30_000, now, None), Some(40_000));
+        assert_eq!(peer_pause(5_000, 0, now, None), None, "no budget, no pause");
+        // Already over.
+        assert_eq!(peer_pause(0, 30_000, now, None), None);
+        // Extend-only: a longer local pause stays, an equal one is not re-set, a longer
+        // announcement extends.
+        assert_eq!(peer_pause(2_000, 30_000, now, Some(15_000)), None);
+        assert_eq!(peer_pause(5_000, 30_000, now, Some(15_000)), None);
+        assert_eq!(peer_pause(8_000, 30_000, now, Some(15_000)), Some(18_000));
+        assert_eq!(peer_pause(u64::MAX, u64::MAX, now, None), Some(u64::MAX));
+    }
+
+    #[test]
+    fn an_adopted_peer_pause_holds_the_queue_and_never_shortens_a_local_one() {
+        let q = RequestQueue::new(QueueSettings {
+            max_wait_ms: 3_000,
+            ..QueueSettings::default()
+        });
+        q.pause_until(5_000);
+        assert_eq!(q.adopt_peer_pause(2_000, 1_000), None, "ends before 5 000");
+        assert_eq!(q.paused_until(1_000), Some(5_000));
+        assert_eq!(q.adopt_peer_pause(60_000, 4_000), Some(7_000), "capped");
+        assert_eq!(q.paused_until(4_000), Some(7_000));
+        assert_eq!(
+            q.adopt_peer_pause(1_000, 8_000),
+            Some(9_000),
+            "the old one is over"
+        );
+        assert_eq!(q.paused_until(9_000), None);
+    }
 
     #[tokio::test]
     async fn a_request_that_times_out_on_the_permit_gives_its_pacing_slot_back() {

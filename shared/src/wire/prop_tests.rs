@@ -107,6 +107,10 @@ fn arb_event() -> impl Strategy<Value = WireEvent> {
                 kind,
             }
         }),
+        (id(), any::<u64>()).prop_map(|(connection, remaining_ms)| WireEvent::QueuePaused {
+            connection,
+            remaining_ms,
+        }),
     ]
 }
 

@@ -49,6 +49,10 @@ fn samples() -> Vec<WireEvent> {
             model: s("glm-5"),
         },
         WireEvent::SettingsVersion { version: u64::MAX },
+        WireEvent::QueuePaused {
+            connection: s("cg"),
+            remaining_ms: 2_463,
+        },
     ];
     for status in [T::Banned, T::Expired, T::CreditsExhausted] {
         out.push(WireEvent::TerminalSet {
@@ -105,7 +109,7 @@ fn every_variant_round_trips() {
     let mut kinds: Vec<&str> = samples.iter().map(WireEvent::kind).collect();
     kinds.sort_unstable();
     kinds.dedup();
-    assert_eq!(kinds.len(), 10, "all ten kinds present");
+    assert_eq!(kinds.len(), 11, "all eleven kinds present");
     for event in samples {
         let e = env(event);
         let bytes = encode(&e).expect("encodes");
@@ -163,6 +167,34 @@ fn golden_bytes() {
     });
     let bytes = encode(&breaker).expect("encodes");
     assert_eq!(&bytes[bytes.len() - 7..], [6, 1, b'p', 2, 3, 0, 0]);
+    // The newest variant is appended: index 14, after `UsageWallLaneEnded` (13).
+    let paused = env(WireEvent::QueuePaused {
+        connection: s("q"),
+        remaining_ms: 2_000, // varint: 251 then u16 LE
+    });
+    let bytes = encode(&paused).expect("encodes");
+    assert_eq!(&bytes[bytes.len() - 6..], [14, 1, b'q', 251, 208, 7]);
+}
+
+/// A node of an older release meets an event appended after its last variant: it gets an
+/// error it counts and drops (never a panic, never a misread as another event), which is what
+/// a rolling upgrade relies on when a newer node publishes `QueuePaused`.
+#[test]
+fn an_event_appended_later_is_an_error_for_a_decoder_that_does_not_know_it() {
+    let bytes = encode(&env(WireEvent::QueuePaused {
+        connection: s("q"),
+        remaining_ms: 2_000,
+    }))
+    .expect("encodes");
+    let variant_at = bytes.len() - 6;
+    assert_eq!(bytes[variant_at], 14);
+    let mut unknown = bytes.clone();
+    unknown[variant_at] = 15; // one past the last variant this build knows
+    assert!(
+        matches!(decode(&unknown), Err(WireError::Malformed(_))),
+        "{:?}",
+        decode(&unknown)
+    );
 }
 
 #[test]

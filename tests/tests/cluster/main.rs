@@ -24,6 +24,7 @@ mod outage;
 mod permit_stall;
 mod permits_idle;
 mod probe;
+mod queue_pause;
 mod redis_cluster;
 mod sentinel;
 mod settings;
