@@ -372,3 +372,21 @@ pub async fn wait_cooled_down(node: &Node, connection: &str) {
     })
     .await;
 }
+
+/// The upstream keys of the resilience scenarios' connections, by environment variable.
+pub const KEYS: [(&str, &str); 3] = [("KEY_A", "sk-a"), ("KEY_B", "sk-b"), ("KEY_C", "sk-c")];
+
+impl Node {
+    /// A node with the queue and the cooldown wait off, and provider `p` (apikey) on `mock`
+    /// with two keys, `a` (tried first) and `b`; `extra` is appended (a third connection reads
+    /// `KEY_C`).
+    pub async fn two_keys(mock: &MockHandle, extra: &str) -> Node {
+        let config = format!(
+            "{PRELUDE}{NO_QUEUE_NO_WAIT}{}{}{}{extra}",
+            provider("p", "apikey", mock, ""),
+            connection("a", "p", "KEY_A", "priority = 1"),
+            connection("b", "p", "KEY_B", "priority = 2"),
+        );
+        Node::start(config, &KEYS).await
+    }
+}

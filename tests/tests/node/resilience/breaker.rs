@@ -103,17 +103,7 @@ async fn breaker_never_opens_on_429s() {
 /// others fail fast. The probe's success closes the breaker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn breaker_half_open_admits_one_probe_and_success_closes() {
-    let mock = mock().await;
-    let node = Arc::new(Node::start(breaker_config(&mock, 1000), &[("KEY_A", "sk-a")]).await);
-    mock.script(
-        FaultSpec::status(503)
-            .on_route(Route::ChatCompletions)
-            .times(12),
-    )
-    .unwrap();
-    open_breaker(&node, &mock).await;
-
-    wait_reset_timeout_over(&node, "p").await;
+    let (mock, node) = ready_to_probe().await;
     // The probe takes a while, so the other requests arrive while it is in flight.
     mock.script(slow(800).times(1)).unwrap();
     let replies = concurrent_chats(&node, "p/mock-model", 5).await;
@@ -144,17 +134,7 @@ async fn breaker_half_open_admits_one_probe_and_success_closes() {
 /// probe again (and close the breaker) while the first is still hanging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn breaker_probe_that_never_answers_expires() {
-    let mock = mock().await;
-    let node = Arc::new(Node::start(breaker_config(&mock, 1000), &[("KEY_A", "sk-a")]).await);
-    mock.script(
-        FaultSpec::status(503)
-            .on_route(Route::ChatCompletions)
-            .times(12),
-    )
-    .unwrap();
-    open_breaker(&node, &mock).await;
-
-    wait_reset_timeout_over(&node, "p").await;
+    let (mock, node) = ready_to_probe().await;
     mock.script(slow(3500).times(1)).unwrap();
     let hanging = {
         let node = node.clone();
@@ -294,6 +274,22 @@ disable_cooling = true
     let r = node.chat("l/mock-model").await;
     r.assert_error(503, "provider_circuit_open");
     assert_eq!(r.header("x-switchyard-provider-breaker"), Some("open"));
+}
+
+/// A node whose breaker (reset timeout 1 s) opened on twelve 503s and whose reset timeout is
+/// over: the next request may probe.
+async fn ready_to_probe() -> (MockHandle, Arc<Node>) {
+    let mock = mock().await;
+    let node = Arc::new(Node::start(breaker_config(&mock, 1000), &[("KEY_A", "sk-a")]).await);
+    mock.script(
+        FaultSpec::status(503)
+            .on_route(Route::ChatCompletions)
+            .times(12),
+    )
+    .unwrap();
+    open_breaker(&node, &mock).await;
+    wait_reset_timeout_over(&node, "p").await;
+    (mock, node)
 }
 
 /// Sends the twelve failing requests that open the breaker and checks it opened.

@@ -24,13 +24,7 @@ use switchyard_tests::mock_upstream::{FaultSpec, Route};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cooldown_retry_after_moves_to_sibling_then_back() {
     let mock = mock().await;
-    let config = format!(
-        "{PRELUDE}{NO_QUEUE_NO_WAIT}{}{}{}",
-        provider("p", "apikey", &mock, ""),
-        connection("a", "p", "KEY_A", "priority = 1"),
-        connection("b", "p", "KEY_B", "priority = 2"),
-    );
-    let node = Node::start(config, &[("KEY_A", "sk-a"), ("KEY_B", "sk-b")]).await;
+    let node = Node::two_keys(&mock, "").await;
 
     // Fill-first: A serves while healthy.
     node.chat("p/mock-model").await.assert_ok("a", 1);

@@ -20,19 +20,12 @@ use switchyard_tests::mock_upstream::{FaultSpec, Route};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_credits_exhausted_is_never_retried() {
     let mock = mock().await;
-    let config = format!(
-        "{PRELUDE}{NO_QUEUE_NO_WAIT}{}{}{}{}{}",
-        provider("p", "apikey", &mock, ""),
-        connection("a", "p", "KEY_A", "priority = 1"),
-        connection("b", "p", "KEY_B", "priority = 2"),
+    let third = format!(
+        "{}{}",
         provider("q", "apikey", &mock, ""),
         connection("c", "q", "KEY_C", ""),
     );
-    let node = Node::start(
-        config,
-        &[("KEY_A", "sk-a"), ("KEY_B", "sk-b"), ("KEY_C", "sk-c")],
-    )
-    .await;
+    let node = Node::two_keys(&mock, &third).await;
     // Every request with these keys fails the same way: a retry would show in the counters.
     mock.script(
         FaultSpec::status(402)
@@ -171,19 +164,12 @@ async fn wait_auth_failure_applied(node: &Node, connection: &str, provider: &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_lockout_404_locks_only_that_model_on_that_connection() {
     let mock = mock().await;
-    let config = format!(
-        "{PRELUDE}{NO_QUEUE_NO_WAIT}{}{}{}{}{}",
-        provider("p", "apikey", &mock, ""),
-        connection("a", "p", "KEY_A", "priority = 1"),
-        connection("b", "p", "KEY_B", "priority = 2"),
+    let third = format!(
+        "{}{}",
         provider("s", "apikey", &mock, ""),
         connection("c", "s", "KEY_C", ""),
     );
-    let node = Node::start(
-        config,
-        &[("KEY_A", "sk-a"), ("KEY_B", "sk-b"), ("KEY_C", "sk-c")],
-    )
-    .await;
+    let node = Node::two_keys(&mock, &third).await;
     for key in ["sk-a", "sk-c"] {
         mock.script(
             FaultSpec::status(404)

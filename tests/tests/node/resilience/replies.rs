@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::support::node::{
-    NO_QUEUE_NO_WAIT, Node, PRELUDE, assert_envelope, connection, hits, mock, provider,
-    wait_cooled_down, wait_cooling,
+    NO_QUEUE_NO_WAIT, Node, PRELUDE, assert_envelope, connection, hits, mock, wait_cooled_down,
+    wait_cooling,
 };
 use switchyard_tests::mock_upstream::{FaultSpec, Route};
 
@@ -28,13 +28,7 @@ fn stream_body() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_reply_has_routing_headers_and_typed_errors() {
     let mock = mock().await;
-    let config = format!(
-        "{PRELUDE}{NO_QUEUE_NO_WAIT}{}{}{}",
-        provider("p", "apikey", &mock, ""),
-        connection("a", "p", "KEY_A", "priority = 1"),
-        connection("b", "p", "KEY_B", "priority = 2"),
-    );
-    let node = Node::start(config, &[("KEY_A", "sk-a"), ("KEY_B", "sk-b")]).await;
+    let node = Node::two_keys(&mock, "").await;
 
     let r = node.chat("p/mock-model").await;
     r.assert_ok("a", 1);
