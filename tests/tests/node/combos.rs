@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockHandle};
+use switchyard_tests::mock_upstream::FaultSpec;
 
 use crate::support::http::*;
+use crate::support::scenario::Scenario;
 use crate::support::{STATE_DEADLINE, eventually};
 
 const KEY_A: &str = "sk-combo-a-000000000001";
@@ -40,118 +40,80 @@ const COMBOS: [(&str, &str, [u32; 3]); 13] = [
     ("c-max2", "priority", [1, 1, 1]),
 ];
 
-struct Setup {
-    mock: MockHandle,
-    node: NodeProcess,
-    http: reqwest::Client,
-    base: String,
-}
-
 /// Three providers with one connection each (`conn_extra` goes into every connection, e.g.
 /// `disable_cooling = true`; `provider_extra` into every provider table), every combo of
 /// [`COMBOS`], and `resilience` appended.
-async fn setup(conn_extra: &str, provider_extra: &str, resilience: &str) -> Setup {
-    let mock = mock(3).await;
-    let url = mock.base_url();
-    let mut config = open_auth_no_queue();
+async fn setup(conn_extra: &str, provider_extra: &str, resilience: &str) -> Scenario {
+    let mut b = Scenario::with_mock(3).await;
     for (p, cost) in [("pa", "3.0"), ("pb", "0.5"), ("pc", "1.0")] {
-        config.push_str(&provider(
-            p,
-            "openai",
-            &url,
-            &[MODEL],
-            &format!("cost_per_1k_tokens = {cost}"),
-            "",
-        ));
-        config.push_str(provider_extra);
+        b = b
+            .provider(
+                p,
+                "openai",
+                &[MODEL],
+                &format!("cost_per_1k_tokens = {cost}"),
+                "",
+            )
+            .config(provider_extra);
     }
-    for (c, p, env_name) in [
-        ("ca", "pa", "COMBO_KEY_A"),
-        ("cb", "pb", "COMBO_KEY_B"),
-        ("cc", "pc", "COMBO_KEY_C"),
+    for (c, p, key) in [
+        ("ca", "pa", KEY_A),
+        ("cb", "pb", KEY_B),
+        ("cc", "pc", KEY_C),
     ] {
-        config.push_str(&connection(c, p, env_name, conn_extra));
+        b = b.connection(c, p, key, conn_extra);
     }
     for (name, strategy, w) in COMBOS {
         let max_attempts = if name == "c-max2" { 2 } else { 30 };
-        config.push_str(&format!(
-            "\n[[combos]]\nname = \"{name}\"\nstrategy = \"{strategy}\"\ntargets = [\
-             {{ target = \"pa/{MODEL}\", weight = {} }}, \
-             {{ target = \"pb/{MODEL}\", weight = {} }}, \
-             {{ target = \"pc/{MODEL}\", weight = {} }}]\n\
-             [combos.config]\nmax_retries = 0\nmax_attempts = {max_attempts}\n",
-            w[0], w[1], w[2]
-        ));
+        let targets: Vec<String> = ["pa", "pb", "pc"]
+            .iter()
+            .zip(w)
+            .map(|(p, w)| format!("target = \"{p}/{MODEL}\", weight = {w}"))
+            .collect();
+        b = b.combo(
+            name,
+            strategy,
+            &targets,
+            &format!("[combos.config]\nmax_retries = 0\nmax_attempts = {max_attempts}\n"),
+        );
     }
-    config.push_str(resilience);
-    let node = start_node(
-        config,
-        env(&[
-            ("COMBO_KEY_A", KEY_A),
-            ("COMBO_KEY_B", KEY_B),
-            ("COMBO_KEY_C", KEY_C),
-        ]),
-    )
-    .await;
-    let base = node.client_url();
-    Setup {
-        mock,
-        node,
-        http: http(),
-        base,
-    }
+    b.config(resilience).start().await
 }
 
-impl Setup {
-    async fn call(&self, combo: &str) -> Reply {
-        post(
-            &self.http,
-            &self.base,
-            "/v1/chat/completions",
-            &chat(combo, false),
-        )
-        .await
-    }
+/// The connection that served a successful request on `combo`.
+async fn served(s: &Scenario, combo: &str) -> String {
+    let r = s.call(combo).await;
+    assert_eq!(r.status, 200, "{combo}: {r:#?}");
+    r.connection()
+}
 
-    /// The connection that served a successful request on `combo`.
-    async fn served(&self, combo: &str) -> String {
-        let r = self.call(combo).await;
-        assert_eq!(r.status, 200, "{combo}: {r:#?}");
-        r.connection()
+/// The connections that served `n` successful requests, in order.
+async fn sequence(s: &Scenario, combo: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(served(s, combo).await);
     }
+    out
+}
 
-    /// The connections that served `n` successful requests, in order.
-    async fn sequence(&self, combo: &str, n: usize) -> Vec<String> {
-        let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            out.push(self.served(combo).await);
-        }
-        out
-    }
+fn total(s: &Scenario) -> u64 {
+    s.mock.stats().requests_total
+}
 
-    fn total(&self) -> u64 {
-        self.mock.stats().requests_total
-    }
-
-    fn hits(&self) -> (u64, u64, u64) {
-        let s = self.mock.stats();
-        (
-            s.requests_for_key(KEY_A),
-            s.requests_for_key(KEY_B),
-            s.requests_for_key(KEY_C),
-        )
-    }
+/// The requests that reached `pa`, `pb` and `pc`.
+fn hits(s: &Scenario) -> (u64, u64, u64) {
+    (s.hits(KEY_A), s.hits(KEY_B), s.hits(KEY_C))
 }
 
 /// Calls `combo` until a call is answered without reaching an upstream. Failures reach the
 /// connection actors asynchronously, so the first call after a failure may still find the
 /// connection usable; the faults in these tests are scripted without a use limit, so such a
 /// call just fails again.
-async fn call_undispatched(s: &Setup, combo: &str) -> Reply {
+async fn call_undispatched(s: &Scenario, combo: &str) -> Reply {
     eventually(STATE_DEADLINE, || async {
-        let before = s.total();
+        let before = total(s);
         let r = s.call(combo).await;
-        (s.total() == before).then_some(r)
+        (total(s) == before).then_some(r)
     })
     .await
     .unwrap_or_else(|| panic!("{combo}: every call still reached an upstream"))
@@ -172,29 +134,29 @@ fn count(seq: &[String], conn: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn priority_and_fill_first_use_the_first_target() {
     let s = setup("", "", "").await;
-    assert_eq!(s.sequence("c-priority", 4).await, ["ca"; 4]);
-    assert_eq!(s.sequence("c-fill", 4).await, ["ca"; 4]);
-    assert_eq!(s.hits(), (8, 0, 0));
+    assert_eq!(sequence(&s, "c-priority", 4).await, ["ca"; 4]);
+    assert_eq!(sequence(&s, "c-fill", 4).await, ["ca"; 4]);
+    assert_eq!(hits(&s), (8, 0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_robin_rotates_after_the_sticky_limit() {
     let s = setup("", "", "").await;
     // Three in a row on each target (the default sticky limit), in configured order.
-    let seq = s.sequence("c-rr", 9).await;
+    let seq = sequence(&s, "c-rr", 9).await;
     assert_eq!(
         seq,
         ["ca", "ca", "ca", "cb", "cb", "cb", "cc", "cc", "cc"],
         "{seq:?}"
     );
-    assert_eq!(s.served("c-rr").await, "ca", "the rotation wraps around");
+    assert_eq!(served(&s, "c-rr").await, "ca", "the rotation wraps around");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weighted_follows_the_weights() {
     let s = setup("", "", "").await;
     // Weights 1 : 1 : 8 over 30 requests: cc expects 24 (sd ~2.2).
-    let seq = s.sequence("c-weighted", 30).await;
+    let seq = sequence(&s, "c-weighted", 30).await;
     let c = counts(&seq);
     let heavy = count(&seq, "cc");
     assert!(heavy >= 16, "weight 8 of 10 got {heavy} of 30: {c:?}");
@@ -203,17 +165,17 @@ async fn weighted_follows_the_weights() {
         "weight 8 beats the two weight-1 targets together: {c:?}"
     );
     // Equal weights spread: over 30 requests every target is chosen first at least once.
-    let even = s.sequence("c-weighted-even", 30).await;
+    let even = sequence(&s, "c-weighted-even", 30).await;
     assert_eq!(counts(&even).len(), 3, "{:?}", counts(&even));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_and_strict_random_cover_every_target() {
     let s = setup("", "", "").await;
-    let seq = s.sequence("c-random", 30).await;
+    let seq = sequence(&s, "c-random", 30).await;
     assert_eq!(counts(&seq).len(), 3, "{:?}", counts(&seq));
     // Strict random deals each target exactly once per cycle of three.
-    let strict = s.sequence("c-strict", 9).await;
+    let strict = sequence(&s, "c-strict", 9).await;
     for cycle in strict.chunks(3) {
         let mut sorted = cycle.to_vec();
         sorted.sort();
@@ -225,7 +187,7 @@ async fn random_and_strict_random_cover_every_target() {
 async fn least_used_avoids_a_busy_target() {
     let s = setup("", "", "").await;
     assert_eq!(
-        s.served("c-least").await,
+        served(&s, "c-least").await,
         "ca",
         "idle pool: configured order"
     );
@@ -252,7 +214,7 @@ async fn least_used_avoids_a_busy_target() {
         Some("ca")
     );
     // While it streams, pa has one request in flight: the next request goes elsewhere.
-    assert_eq!(s.served("c-least").await, "cb");
+    assert_eq!(served(&s, "c-least").await, "cb");
     let body = busy.text().await.unwrap();
     assert!(body.contains("[DONE]"), "{body}");
     // Once the stream is finished, pa is idle again.
@@ -262,8 +224,8 @@ async fn least_used_avoids_a_busy_target() {
 
 /// Whether `combo` is served by `conn` before the deadline (in-flight counts are released
 /// when the stream's finalisation runs, right after the client has read the end).
-async fn eventually_served(s: &Setup, combo: &str, conn: &str) -> bool {
-    eventually(STATE_DEADLINE, || async { s.served(combo).await == conn }).await
+async fn eventually_served(s: &Scenario, combo: &str, conn: &str) -> bool {
+    eventually(STATE_DEADLINE, || async { served(s, combo).await == conn }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,7 +233,7 @@ async fn p2c_never_picks_the_worst_of_three() {
     let s = setup("", "", "").await;
     // Two distinct targets are drawn and the healthier wins; with equal load the priority
     // bias decides, so the last target can never win a draw.
-    let seq = s.sequence("c-p2c", 30).await;
+    let seq = sequence(&s, "c-p2c", 30).await;
     let c = counts(&seq);
     assert_eq!(count(&seq, "cc"), 0, "{c:?}");
     assert!(count(&seq, "ca") >= 1 && count(&seq, "cb") >= 1, "{c:?}");
@@ -281,7 +243,7 @@ async fn p2c_never_picks_the_worst_of_three() {
 async fn cost_optimized_picks_the_cheapest_target() {
     let s = setup("", "", "").await;
     // pa 3.0, pb 0.5, pc 1.0 per 1k tokens.
-    assert_eq!(s.sequence("c-cost", 4).await, ["cb"; 4]);
+    assert_eq!(sequence(&s, "c-cost", 4).await, ["cb"; 4]);
     // When the cheapest fails, the next cheapest is tried before the most expensive.
     s.mock
         .script(FaultSpec::status(503).for_key(KEY_B).times(1))
@@ -300,13 +262,7 @@ async fn cache_optimized_is_stable_per_prompt_cache_key() {
     };
     let mut first = None;
     for _ in 0..5 {
-        let r = post(
-            &s.http,
-            &s.base,
-            "/v1/chat/completions",
-            &with_key("tenant-7"),
-        )
-        .await;
+        let r = s.post("/v1/chat/completions", &with_key("tenant-7")).await;
         assert_eq!(r.status, 200);
         let c = r.connection();
         assert_eq!(first.get_or_insert(c.clone()), &c, "same key, same target");
@@ -320,7 +276,7 @@ async fn cache_optimized_spreads_different_keys() {
     for i in 0..12 {
         let mut body = chat("c-cache", false);
         body["prompt_cache_key"] = Value::from(format!("tenant-{i}"));
-        let r = post(&s.http, &s.base, "/v1/chat/completions", &body).await;
+        let r = s.post("/v1/chat/completions", &body).await;
         assert_eq!(r.status, 200);
         *seen.entry(r.connection()).or_insert(0) += 1;
     }
@@ -334,7 +290,7 @@ async fn lkgp_prefers_the_last_good_target() {
     // Cooling off, so pa stays eligible after its failure: the choice is the strategy's.
     let s = setup("disable_cooling = true", "", "").await;
     assert_eq!(
-        s.served("c-lkgp").await,
+        served(&s, "c-lkgp").await,
         "ca",
         "no history: configured order"
     );
@@ -348,8 +304,8 @@ async fn lkgp_prefers_the_last_good_target() {
     let r = s.call("c-lkgp").await;
     assert_eq!((r.connection().as_str(), r.attempts()), ("cb", 1), "{r:#?}");
     // A priority combo over the same (eligible) targets still starts at pa.
-    assert_eq!(s.served("c-priority").await, "ca");
-    assert_eq!(s.hits(), (3, 2, 0));
+    assert_eq!(served(&s, "c-priority").await, "ca");
+    assert_eq!(hits(&s), (3, 2, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +318,7 @@ async fn failover_to_the_next_target_on_503() {
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(r.connection(), "cb");
     assert_eq!(r.attempts(), 2);
-    assert_eq!(s.hits(), (1, 1, 0));
+    assert_eq!(hits(&s), (1, 1, 0));
 }
 
 /// The breaker opens after two failures (apikey profile shrunk for the test).
@@ -380,7 +336,7 @@ async fn open_breakers_give_all_targets_skipped_and_cooling_down() {
     })
     .await;
     let r = skipped.expect("the breakers open after two failures each");
-    let before = s.total();
+    let before = total(&s);
     let v = r.assert_error(503, "service_unavailable", "ALL_TARGETS_SKIPPED");
     let groups = v["error"]["skippedTargets"]
         .as_array()
@@ -417,7 +373,7 @@ async fn open_breakers_give_all_targets_skipped_and_cooling_down() {
         excluded.iter().all(|e| e["reason"] == "circuit_open"),
         "{v}"
     );
-    assert_eq!(s.total(), before, "nothing reached an upstream");
+    assert_eq!(total(&s), before, "nothing reached an upstream");
     assert_healthy(&s.node, "open breakers").await;
 }
 
@@ -436,7 +392,7 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
         .unwrap();
     let first = s.call("c-weighted").await;
     assert_eq!(first.status, 429, "{first:#?}");
-    assert_eq!(s.hits(), (1, 1, 1), "every target was tried once");
+    assert_eq!(hits(&s), (1, 1, 1), "every target was tried once");
 
     let r = call_undispatched(&s, "c-weighted").await;
     let v = r.assert_error(503, "service_unavailable", "all_targets_cooling_down");
@@ -449,7 +405,7 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
     let excluded = v["diagnostics"]["excluded"].as_array().expect("excluded");
     assert_eq!(excluded.len(), 3, "{v}");
     // The same state on a priority combo: every target skipped, grouped by reason.
-    let dispatched = s.total();
+    let dispatched = total(&s);
     let r = s.call("c-priority").await;
     let v = r.assert_error(503, "service_unavailable", "ALL_TARGETS_SKIPPED");
     let groups = v["error"]["skippedTargets"]
@@ -460,40 +416,37 @@ async fn weighted_pool_with_every_target_cooling_is_cooling_down() {
         .map(|g| g["targets"].as_array().map_or(0, Vec::len))
         .sum();
     assert_eq!(listed, 3, "{v}");
-    assert_eq!(s.total(), dispatched, "cooling targets were not dispatched");
+    assert_eq!(total(&s), dispatched, "cooling targets were not dispatched");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_executable_targets_is_404() {
     // The client's key may use no connection of any target: nothing can run, and no
     // resilience timer is involved.
-    let mock = mock(3).await;
-    let url = mock.base_url();
-    let config = format!(
-        "{}\n[[api_keys]]\nid = \"narrow\"\nkey_env = \"NARROW_KEY\"\n\
-         allowed_connections = [\"cz\"]\n{}{}{}{}{}{}\n[[combos]]\nname = \"c\"\n\
-         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}]\n",
-        open_auth_no_queue(),
-        provider("pa", "openai", &url, &[MODEL], "", ""),
-        provider("pb", "anthropic", &url, &[MODEL], "", ""),
-        provider("pz", "openai", &url, &[MODEL], "", ""),
-        connection("ca", "pa", "COMBO_KEY_A", ""),
-        connection("cb", "pb", "COMBO_KEY_B", ""),
-        connection("cz", "pz", "COMBO_KEY_C", ""),
-    );
-    let node = start_node(
-        config,
-        env(&[
-            ("COMBO_KEY_A", KEY_A),
-            ("COMBO_KEY_B", KEY_B),
-            ("COMBO_KEY_C", KEY_C),
-            ("NARROW_KEY", "sy-narrow-client-key-0001"),
-        ]),
-    )
-    .await;
-    let http = reqwest::Client::new();
+    let s = Scenario::with_mock(3)
+        .await
+        .config(
+            "\n[[api_keys]]\nid = \"narrow\"\nkey_env = \"NARROW_KEY\"\n\
+             allowed_connections = [\"cz\"]\n",
+        )
+        .env("NARROW_KEY", "sy-narrow-client-key-0001")
+        .provider("pa", "openai", &[MODEL], "", "")
+        .provider("pb", "anthropic", &[MODEL], "", "")
+        .provider("pz", "openai", &[MODEL], "", "")
+        .connection("ca", "pa", KEY_A, "")
+        .connection("cb", "pb", KEY_B, "")
+        .connection("cz", "pz", KEY_C, "")
+        .combo(
+            "c",
+            "",
+            &["pa", "pb"].map(|p| format!("target = \"{p}/{MODEL}\"")),
+            "",
+        )
+        .start()
+        .await;
     let r = send(
-        http.post(format!("{}/v1/messages", node.client_url()))
+        s.http
+            .post(format!("{}/v1/messages", s.base))
             .header("x-api-key", "sy-narrow-client-key-0001")
             .json(&messages("c", false)),
     )
@@ -503,7 +456,7 @@ async fn no_executable_targets_is_404() {
     assert_eq!(v["type"], "error", "Anthropic envelope: {v}");
     assert_eq!(v["error"]["code"], "no_executable_targets", "{v}");
     assert_eq!(v["error"]["type"], "not_found_error", "{v}");
-    assert_eq!(mock.stats().requests_total, 0);
+    assert_eq!(total(&s), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +466,7 @@ async fn max_attempts_stops_the_combo() {
     let r = s.call("c-max2").await;
     let v = r.assert_error(503, "server_error", "max_attempts_exceeded");
     assert_eq!(v["diagnostics"]["attempted"], 2, "{v}");
-    assert_eq!(s.hits(), (1, 1, 0), "the third target is never tried");
+    assert_eq!(hits(&s), (1, 1, 0), "the third target is never tried");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -529,7 +482,7 @@ async fn rate_limited_pool_answers_429_when_waiting_is_off() {
         .unwrap();
     let first = s.call("c-priority").await;
     assert_eq!(first.status, 429, "{first:#?}");
-    assert_eq!(s.hits(), (1, 1, 1));
+    assert_eq!(hits(&s), (1, 1, 1));
     // Now every target is in a transient 30 s cooldown: no dispatch, 429 with the reset.
     let r = call_undispatched(&s, "c-priority").await;
     let v = r.assert_error(429, "rate_limit_error", "rate_limit_exceeded");

@@ -11,10 +11,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockHandle};
+use switchyard_tests::mock_upstream::FaultSpec;
 
 use crate::support::http::*;
+use crate::support::scenario::{Scenario, answers_on};
 
 const MODEL: &str = "gpt-4o-mini";
 const KEY_A: &str = "sk-fusion-a-0000000001";
@@ -23,99 +23,59 @@ const KEY_C: &str = "sk-fusion-c-0000000003";
 const KEY_J: &str = "sk-fusion-j-0000000004";
 const KEY_K: &str = "sk-fusion-k-0000000005";
 
-struct Setup {
-    mock: MockHandle,
-    node: NodeProcess,
-    http: reqwest::Client,
-    base: String,
-}
-
 /// The combos: `fuse` (fusion over pa, pb, pc, judged by pj, straggler grace 1 s),
 /// `fuse-stream` (the same panel judged by pk, which is never scripted and so streams the
 /// mock's own answer), `pipe` (pa then pb) and `pipe-skip` (pa, pc, pb skipping failed
 /// steps).
-async fn setup() -> Setup {
-    let mock = mock(4).await;
-    let url = mock.base_url();
-    let mut config = format!(
-        "{}\n[resilience.wait_for_cooldown]\nenabled = false\n",
-        open_auth_no_queue()
-    );
+async fn setup() -> Scenario {
+    let mut b = Scenario::with_mock(4).await.no_cooldown_wait();
     for p in ["pa", "pb", "pc", "pj", "pk"] {
-        config.push_str(&provider(p, "openai", &url, &[MODEL], "", ""));
+        b = b.provider(p, "openai", &[MODEL], "", "");
     }
-    for (c, p, env_name) in [
-        ("ca", "pa", "FUSION_KEY_A"),
-        ("cb", "pb", "FUSION_KEY_B"),
-        ("cc", "pc", "FUSION_KEY_C"),
-        ("cj", "pj", "FUSION_KEY_J"),
-        ("ck", "pk", "FUSION_KEY_K"),
+    for (c, p, key) in [
+        ("ca", "pa", KEY_A),
+        ("cb", "pb", KEY_B),
+        ("cc", "pc", KEY_C),
+        ("cj", "pj", KEY_J),
+        ("ck", "pk", KEY_K),
     ] {
-        config.push_str(&connection(c, p, env_name, "disable_cooling = true"));
+        b = b.connection(c, p, key, "disable_cooling = true");
     }
-    let panel = format!(
-        "targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}, \
-         {{ target = \"pc/{MODEL}\" }}]\n[combos.config]\nmax_retries = 0\n"
-    );
+    let on = |providers: &[&str]| -> Vec<String> {
+        providers
+            .iter()
+            .map(|p| format!("target = \"{p}/{MODEL}\""))
+            .collect()
+    };
+    let no_retries = "[combos.config]\nmax_retries = 0\n";
     for (name, judge) in [("fuse", "pj"), ("fuse-stream", "pk")] {
-        config.push_str(&format!(
-            "\n[[combos]]\nname = \"{name}\"\nstrategy = \"fusion\"\n{panel}\
-             [combos.fusion]\nstraggler_grace_ms = 1000\ntimeout_ms = 20000\n\
-             judge = \"{judge}/{MODEL}\"\n"
-        ));
+        b = b.combo(
+            name,
+            "fusion",
+            &on(&["pa", "pb", "pc"]),
+            &format!(
+                "{no_retries}[combos.fusion]\nstraggler_grace_ms = 1000\ntimeout_ms = 20000\n\
+                 judge = \"{judge}/{MODEL}\"\n"
+            ),
+        );
     }
-    config.push_str(&format!(
-        "\n[[combos]]\nname = \"pipe\"\nstrategy = \"pipeline\"\n\
-         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pb/{MODEL}\" }}]\n\
-         [combos.config]\nmax_retries = 0\n\
-         \n[[combos]]\nname = \"pipe-skip\"\nstrategy = \"pipeline\"\n\
-         targets = [{{ target = \"pa/{MODEL}\" }}, {{ target = \"pc/{MODEL}\" }}, \
-         {{ target = \"pb/{MODEL}\" }}]\n\
-         [combos.config]\nmax_retries = 0\n[combos.pipeline]\non_step_failure = \"skip\"\n\
-         step_prompt = \"Improve it.\"\n"
-    ));
-    let node = start_node(
-        config,
-        env(&[
-            ("FUSION_KEY_A", KEY_A),
-            ("FUSION_KEY_B", KEY_B),
-            ("FUSION_KEY_C", KEY_C),
-            ("FUSION_KEY_J", KEY_J),
-            ("FUSION_KEY_K", KEY_K),
-        ]),
-    )
-    .await;
-    let base = node.client_url();
-    Setup {
-        mock,
-        node,
-        http: http(),
-        base,
-    }
-}
-
-/// A non-streamed Chat Completions answer with `text`, in the shape of OpenAI's chat
-/// completion object (https://platform.openai.com/docs/api-reference/chat/object).
-fn answer(text: &str) -> Vec<u8> {
-    json!({
-        "id": "chatcmpl-fusion-test",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": MODEL,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop"
-        }],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-    })
-    .to_string()
-    .into_bytes()
+    b.combo("pipe", "pipeline", &on(&["pa", "pb"]), no_retries)
+        .combo(
+            "pipe-skip",
+            "pipeline",
+            &on(&["pa", "pc", "pb"]),
+            &format!(
+                "{no_retries}[combos.pipeline]\non_step_failure = \"skip\"\n\
+                 step_prompt = \"Improve it.\"\n"
+            ),
+        )
+        .start()
+        .await
 }
 
 /// Every request on `key` answers with `text`, after `delay_ms`.
 fn answers(key: &str, text: &str, delay_ms: u64) -> FaultSpec {
-    let mut f = FaultSpec::raw(200, "application/json", answer(text)).for_key(key);
+    let mut f = answers_on(key, MODEL, text);
     if delay_ms > 0 {
         f.latency_before_headers_ms = Some(delay_ms);
     }
@@ -135,44 +95,6 @@ fn panel_then(judge: FaultSpec) -> [FaultSpec; 4] {
 /// Every request on `key` fails with a 500.
 fn fails(key: &str) -> FaultSpec {
     FaultSpec::status(500).for_key(key)
-}
-
-impl Setup {
-    async fn call(&self, combo: &str) -> Reply {
-        post(
-            &self.http,
-            &self.base,
-            "/v1/chat/completions",
-            &chat(combo, false),
-        )
-        .await
-    }
-
-    async fn call_stream(&self, combo: &str) -> StreamReply {
-        post_stream(
-            &self.http,
-            &self.base,
-            "/v1/chat/completions",
-            &chat(combo, true),
-            Duration::from_secs(20),
-        )
-        .await
-    }
-
-    /// The request bodies the mock received on `key`, oldest first.
-    fn bodies(&self, key: &str) -> Vec<String> {
-        self.mock
-            .stats()
-            .recent_bodies
-            .into_iter()
-            .filter(|b| b.api_key == key)
-            .map(|b| b.body)
-            .collect()
-    }
-
-    fn hits(&self, key: &str) -> u64 {
-        self.mock.stats().requests_for_key(key)
-    }
 }
 
 fn content(v: &Value) -> &str {
@@ -212,7 +134,7 @@ async fn fusion_judge_gets_every_panel_answer_and_answers_the_client() {
 
     // A client stream: the panel is not streamed, the judge's answer is.
     let before = s.hits(KEY_A);
-    let r = s.call_stream("fuse-stream").await;
+    let r = s.call_stream("fuse-stream", Duration::from_secs(20)).await;
     assert_eq!(r.status, 200, "{}", r.everything());
     assert_eq!(r.header("x-switchyard-fusion-panel"), Some("3"));
     assert_eq!(chat_text(&r.events()), mock_text(4));
@@ -357,13 +279,8 @@ async fn a_failed_pipeline_step_fails_the_combo_or_is_skipped() {
 }
 
 /// `GET /api/usage?by=connection` as `connection → (requests, input, output)`.
-async fn usage_by_connection(s: &Setup) -> std::collections::HashMap<String, (u64, u64, u64)> {
-    let r = send(
-        s.http
-            .get(format!("{}/api/usage?by=connection", s.node.admin_url()))
-            .bearer_auth(MGMT_KEY),
-    )
-    .await;
+async fn usage_by_connection(s: &Scenario) -> std::collections::HashMap<String, (u64, u64, u64)> {
+    let r = s.admin("/api/usage?by=connection").await;
     assert_eq!(r.status, 200, "{r:#?}");
     let v = r.json();
     v["rows"]
@@ -430,7 +347,7 @@ async fn every_call_of_a_multi_call_combo_is_booked_on_its_own_connection() {
 
     // A streamed judge: the panel's usage is booked when the stream ends, on the members'
     // connections; the judge's stream books its own on ck.
-    let r = s.call_stream("fuse-stream").await;
+    let r = s.call_stream("fuse-stream", Duration::from_secs(20)).await;
     assert_eq!(r.status, 200, "{}", r.everything());
     // Booked when the stream's finalisation runs, which may follow the last byte.
     let usage = crate::support::eventually(Duration::from_secs(5), || async {

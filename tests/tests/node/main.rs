@@ -40,7 +40,14 @@ mod persistence;
 mod provider_cooldown;
 mod quota_share;
 mod reload;
-mod resilience;
+/// The resilience scenarios, one file per concern.
+mod resilience {
+    mod admission;
+    mod breaker;
+    mod cooldowns;
+    mod lockouts;
+    mod replies;
+}
 mod retry_info;
 mod sdk_compat;
 mod strategy_inputs;

@@ -15,10 +15,11 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use switchyard_tests::mock_upstream::{FaultSpec, MockHandle, ToolCallSpec};
+use serde_json::json;
+use switchyard_tests::mock_upstream::{FaultSpec, ToolCallSpec};
 
 use crate::support::http::*;
+use crate::support::scenario::Scenario;
 
 const KEY1: &str = "sk-midstream-key-one-0001";
 const KEY2: &str = "sk-midstream-key-two-0002";
@@ -27,102 +28,40 @@ const MODEL: &str = "p/gpt-4o-mini";
 const CHUNKS: u32 = 6;
 const LIMIT: Duration = Duration::from_secs(10);
 
-struct Setup {
-    mock: MockHandle,
-    node: switchyard_tests::harness::NodeProcess,
-    http: reqwest::Client,
-    base: String,
-}
-
 /// One mock, provider `p` (openai) with connections `p-k1`, `p-k2`, `p-k3` tried in that
 /// order (each with a concurrency cap, so its permits show on `/metrics`); `recovery` is the
 /// body of `[resilience.stream_recovery]` (empty = no table). The wait for cooldowns is off,
 /// so a continuation that finds no connection fails at once.
-async fn setup(recovery: &str) -> Setup {
-    let mock = mock(CHUNKS).await;
-    let url = mock.base_url();
+async fn setup(recovery: &str) -> Scenario {
     let table = if recovery.is_empty() {
         String::new()
     } else {
         format!("\n[resilience.stream_recovery]\n{recovery}\n")
     };
-    let config = format!(
-        "{}{}{}{}{}\n[resilience.wait_for_cooldown]\nenabled = false\n{table}",
-        open_auth_no_queue(),
-        provider(
-            "p",
-            "openai",
-            &url,
-            &["gpt-4o-mini"],
-            "",
-            "first_content_ms = 5000\nidle_ms = 5000"
-        ),
-        connection("p-k1", "p", "MID_KEY_1", "priority = 1\nmax_concurrent = 2"),
-        connection("p-k2", "p", "MID_KEY_2", "priority = 2\nmax_concurrent = 2"),
-        connection("p-k3", "p", "MID_KEY_3", "priority = 3\nmax_concurrent = 2"),
+    let mut b = Scenario::with_mock(CHUNKS).await.provider(
+        "p",
+        "openai",
+        &["gpt-4o-mini"],
+        "",
+        "first_content_ms = 5000\nidle_ms = 5000",
     );
-    let node = start_node(
-        config,
-        env(&[
-            ("MID_KEY_1", KEY1),
-            ("MID_KEY_2", KEY2),
-            ("MID_KEY_3", KEY3),
-        ]),
-    )
-    .await;
-    let base = node.client_url();
-    Setup {
-        mock,
-        node,
-        http: http(),
-        base,
+    for (i, key) in [KEY1, KEY2, KEY3].into_iter().enumerate() {
+        let priority = i + 1;
+        b = b.connection(
+            &format!("p-k{priority}"),
+            "p",
+            key,
+            &format!("priority = {priority}\nmax_concurrent = 2"),
+        );
     }
+    b.no_cooldown_wait().config(&table).start().await
 }
 
-impl Setup {
-    async fn stream(&self) -> StreamReply {
-        let mut body = chat(MODEL, true);
-        body["stream_options"] = json!({"include_usage": true});
-        post_stream(&self.http, &self.base, "/v1/chat/completions", &body, LIMIT).await
-    }
-
-    fn hits(&self, key: &str) -> u64 {
-        self.mock.stats().requests_for_key(key)
-    }
-
-    /// The bodies the mock received with `key`.
-    fn bodies(&self, key: &str) -> Vec<Value> {
-        self.mock
-            .stats()
-            .recent_bodies
-            .into_iter()
-            .filter(|b| b.api_key == key)
-            .map(|b| serde_json::from_str(&b.body).unwrap_or(Value::Null))
-            .collect()
-    }
-
-    async fn metrics(&self) -> String {
-        self.http
-            .get(format!("{}/metrics", self.node.admin_url()))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    }
-
-    /// The stream's access line, once the request is finalised.
-    async fn access_line(&self) -> Value {
-        wait_idle(&self.node).await;
-        let log = self.node.wait_for_log(Duration::from_secs(3), |log| {
-            log.lines().any(|l| l.contains("\"message\":\"request\""))
-        });
-        log.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .rfind(|v| v["message"] == "request")
-            .unwrap_or_else(|| panic!("no access line:\n{log}"))
-    }
+/// A chat stream that asks for usage in its last chunk.
+async fn stream(s: &Scenario) -> StreamReply {
+    let mut body = chat(MODEL, true);
+    body["stream_options"] = json!({"include_usage": true});
+    s.stream_to("/v1/chat/completions", &body, LIMIT).await
 }
 
 fn truncated_after(n: u32, key: &str) -> FaultSpec {
@@ -176,7 +115,7 @@ fn assert_truncated(r: &StreamReply, text: &str) {
 async fn a_truncated_plain_text_stream_is_continued_on_the_next_connection() {
     let s = setup("midstream_continuation = true").await;
     s.mock.script(truncated_after(5, KEY1)).unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert!(!r.timed_out && r.body_error.is_none(), "{r:#?}");
     let events = r.events();
@@ -209,7 +148,7 @@ async fn a_truncated_plain_text_stream_is_continued_on_the_next_connection() {
     );
     // The continuation carried A's text as the assistant's prefix.
     assert_eq!((s.hits(KEY1), s.hits(KEY2), s.hits(KEY3)), (1, 1, 0));
-    let b = s.bodies(KEY2);
+    let b = s.json_bodies(KEY2);
     let messages = b[0]["messages"].as_array().unwrap();
     assert_eq!(messages[0]["content"], "Say hello");
     assert_eq!(messages[1]["role"], "assistant");
@@ -231,7 +170,7 @@ async fn a_truncated_plain_text_stream_is_continued_on_the_next_connection() {
         assert!(metrics.contains(&gauge), "{gauge} in\n{metrics}");
     }
     // Both segments' permits came back exactly once: the next request is served.
-    let again = s.stream().await;
+    let again = stream(&s).await;
     assert_eq!(chat_text(&again.events()), mock_text(CHUNKS as usize));
 }
 
@@ -249,7 +188,7 @@ async fn a_tool_call_in_flight_is_never_continued() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     assert_truncated(&r, &mock_text(CHUNKS as usize));
     assert!(r.raw.contains("tool_calls"), "{}", r.raw);
     assert_eq!(s.hits(KEY2), 0, "nothing was continued");
@@ -263,7 +202,7 @@ async fn a_tool_call_in_flight_is_never_continued() {
 async fn with_continuation_off_the_truncation_reaches_the_client() {
     let s = setup("").await;
     s.mock.script(truncated_after(5, KEY1)).unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     assert_truncated(&r, &mock_text(5));
     wait_idle(&s.node).await;
     assert_eq!(s.hits(KEY2), 0, "nothing was continued");
@@ -278,7 +217,7 @@ async fn a_continuation_that_fails_ends_the_stream_with_a_definite_error() {
     s.mock.script(truncated_after(5, KEY1)).unwrap();
     s.mock.script(FaultSpec::status(500).for_key(KEY2)).unwrap();
     s.mock.script(FaultSpec::status(500).for_key(KEY3)).unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert!(!r.timed_out, "{r:#?}");
     let events = r.events();
@@ -308,7 +247,7 @@ async fn max_continuations_bounds_the_seams() {
     let s = setup("midstream_continuation = true\nmax_continuations = 1").await;
     s.mock.script(truncated_after(3, KEY1)).unwrap();
     s.mock.script(truncated_after(2, KEY2)).unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     // A's three chunks, B's two, then B's own truncation: no third segment.
     assert_truncated(&r, &format!("{}{}", mock_text(3), mock_text(2)));
     assert!(!r.events().iter().any(SseEvent::is_error), "{}", r.raw);
@@ -327,7 +266,7 @@ async fn two_continuations_when_the_limit_allows_them() {
     let s = setup("midstream_continuation = true\nmax_continuations = 2").await;
     s.mock.script(truncated_after(3, KEY1)).unwrap();
     s.mock.script(truncated_after(2, KEY2)).unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     let expected = format!(
         "{}{}{}",
         mock_text(3),
@@ -337,7 +276,7 @@ async fn two_continuations_when_the_limit_allows_them() {
     assert_eq!(chat_text(&r.events()), expected, "{}", r.raw);
     assert!(r.raw.contains("[DONE]"), "{}", r.raw);
     // The second continuation carries both segments' text.
-    let c = s.bodies(KEY3);
+    let c = s.json_bodies(KEY3);
     assert_eq!(
         c[0]["messages"][1]["content"],
         format!("{}{}", mock_text(3), mock_text(2))
@@ -357,7 +296,7 @@ async fn an_error_event_after_the_commit_is_held_back_and_continued() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     let events = r.events();
     assert!(
         !events.iter().any(SseEvent::is_error),
@@ -381,7 +320,7 @@ async fn a_reset_after_the_commit_is_continued() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = stream(&s).await;
     let events = r.events();
     assert!(!events.iter().any(SseEvent::is_error), "{}", r.raw);
     let expected = format!("{}{}", mock_text(3), mock_text(CHUNKS as usize));

@@ -11,97 +11,72 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockHandle};
+use switchyard_tests::mock_upstream::FaultSpec;
 
 use crate::support::http::*;
+use crate::support::scenario::Scenario;
 
 const KEY_A: &str = "sk-qshare-a-000000000001";
 const KEY_B: &str = "sk-qshare-b-000000000002";
 const KEY_C: &str = "sk-qshare-c-000000000003";
 const MODEL: &str = "gpt-4o-mini";
 
-struct Setup {
-    mock: MockHandle,
-    node: NodeProcess,
-    http: reqwest::Client,
-    base: String,
-}
-
 /// The pool, both combos; `qa_extra` goes into connection `qa`'s table, `resilience` is
 /// appended to the config.
-async fn setup(qa_extra: &str, resilience: &str) -> Setup {
-    let mock = mock(3).await;
-    let url = mock.base_url();
-    let mut config = open_auth_no_queue();
-    config.push_str(&provider("pool", "openai", &url, &[MODEL], "", ""));
-    config.push_str(&connection("qa", "pool", "QS_KEY_A", qa_extra));
-    config.push_str(&connection("qb", "pool", "QS_KEY_B", ""));
-    config.push_str(&connection("qc", "pool", "QS_KEY_C", ""));
-    config.push_str(&format!(
-        "\n[[combos]]\nname = \"qs\"\nstrategy = \"quota-share\"\ntargets = [\
-         {{ target = \"pool/{MODEL}\", connection = \"qa\", weight = 1 }}, \
-         {{ target = \"pool/{MODEL}\", connection = \"qb\", weight = 2 }}, \
-         {{ target = \"pool/{MODEL}\", connection = \"qc\", weight = 3 }}]\n\
-         \n[[combos]]\nname = \"qs-one\"\nstrategy = \"quota-share\"\ntargets = [\
-         {{ target = \"pool/{MODEL}\", connection = \"qa\" }}]\n\
-         [combos.config]\nmax_retries = 0\n"
-    ));
-    config.push_str(resilience);
-    let node = start_node(
-        config,
-        env(&[
-            ("QS_KEY_A", KEY_A),
-            ("QS_KEY_B", KEY_B),
-            ("QS_KEY_C", KEY_C),
-        ]),
-    )
-    .await;
-    let base = node.client_url();
-    Setup {
-        mock,
-        node,
-        http: http(),
-        base,
-    }
+async fn setup(qa_extra: &str, resilience: &str) -> Scenario {
+    let on =
+        |c: &str, weight: &str| format!("target = \"pool/{MODEL}\", connection = \"{c}\"{weight}");
+    Scenario::with_mock(3)
+        .await
+        .provider("pool", "openai", &[MODEL], "", "")
+        .connection("qa", "pool", KEY_A, qa_extra)
+        .connection("qb", "pool", KEY_B, "")
+        .connection("qc", "pool", KEY_C, "")
+        .combo(
+            "qs",
+            "quota-share",
+            &[
+                on("qa", ", weight = 1"),
+                on("qb", ", weight = 2"),
+                on("qc", ", weight = 3"),
+            ],
+            "",
+        )
+        .combo(
+            "qs-one",
+            "quota-share",
+            &[on("qa", "")],
+            "[combos.config]\nmax_retries = 0\n",
+        )
+        .config(resilience)
+        .start()
+        .await
 }
 
-impl Setup {
-    async fn call(&self, combo: &str) -> Reply {
-        post(
-            &self.http,
-            &self.base,
-            "/v1/chat/completions",
-            &chat(combo, false),
-        )
+/// `n` requests on `combo` sent at once.
+async fn burst(s: &Scenario, combo: &str, n: usize) -> Vec<Reply> {
+    join_all((0..n).map(|_| s.call(combo))).await
+}
+
+/// `qa` answers only after `ms`.
+fn slow_qa(s: &Scenario, ms: u64) {
+    s.mock
+        .script(FaultSpec {
+            latency_before_headers_ms: Some(ms),
+            ..FaultSpec::new().for_key(KEY_A)
+        })
+        .unwrap();
+}
+
+/// `switchyard_quota_share_waits_total` by `outcome`.
+async fn waits(s: &Scenario) -> BTreeMap<String, u64> {
+    s.metrics()
         .await
-    }
-
-    /// `n` requests on `combo` sent at once.
-    async fn burst(&self, combo: &str, n: usize) -> Vec<Reply> {
-        join_all((0..n).map(|_| self.call(combo))).await
-    }
-
-    /// `qa` answers only after `ms`.
-    fn slow_qa(&self, ms: u64) {
-        self.mock
-            .script(FaultSpec {
-                latency_before_headers_ms: Some(ms),
-                ..FaultSpec::new().for_key(KEY_A)
-            })
-            .unwrap();
-    }
-
-    /// `switchyard_quota_share_waits_total` by `outcome`.
-    async fn waits(&self) -> BTreeMap<String, u64> {
-        let r = send(http().get(format!("{}/metrics", self.node.admin_url()))).await;
-        r.body
-            .lines()
-            .filter_map(|l| l.strip_prefix("switchyard_quota_share_waits_total{outcome=\""))
-            .filter_map(|l| l.split_once("\"} "))
-            .map(|(outcome, v)| (outcome.to_owned(), v.trim().parse().unwrap()))
-            .collect()
-    }
+        .lines()
+        .filter_map(|l| l.strip_prefix("switchyard_quota_share_waits_total{outcome=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .map(|(outcome, v)| (outcome.to_owned(), v.trim().parse().unwrap()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,8 +103,8 @@ async fn quota_share_spreads_requests_by_weight_over_the_pool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quota_share_serialises_a_capped_connection_while_its_queue_has_room() {
     let s = setup("max_concurrent = 1", "").await;
-    s.slow_qa(300);
-    let replies = s.burst("qs-one", 4).await;
+    slow_qa(&s, 300);
+    let replies = burst(&s, "qs-one", 4).await;
     for r in &replies {
         assert_eq!(r.status, 200, "{r:#?}");
         assert_eq!(r.connection(), "qa");
@@ -139,7 +114,7 @@ async fn quota_share_serialises_a_capped_connection_while_its_queue_has_room() {
         1,
         "the account never saw more than its cap"
     );
-    let waits = s.waits().await;
+    let waits = waits(&s).await;
     assert_eq!(waits.get("acquired"), Some(&4), "{waits:?}");
     assert_eq!(waits.values().sum::<u64>(), 4, "{waits:?}");
 }
@@ -154,10 +129,10 @@ async fn quota_share_fails_open_at_the_line_but_never_past_the_connection_cap() 
         "\n[resilience.concurrency]\nsemaphore_max_queue = 1\nsemaphore_queue_timeout_ms = 200\n",
     )
     .await;
-    s.slow_qa(300);
+    slow_qa(&s, 300);
     // One holds the slot, one waits past the timeout, one finds the line full: the two get
     // past the line, then wait for the cap like any request.
-    let replies = s.burst("qs-one", 3).await;
+    let replies = burst(&s, "qs-one", 3).await;
     let ok = replies.iter().filter(|r| r.status == 200).count();
     assert!(
         ok >= 2,
@@ -176,7 +151,7 @@ async fn quota_share_fails_open_at_the_line_but_never_past_the_connection_cap() 
         1,
         "fail-open must not send the account past its max_concurrent"
     );
-    let waits = s.waits().await;
+    let waits = waits(&s).await;
     assert_eq!(waits.get("acquired"), Some(&1), "{waits:?}");
     let proceeded = waits["timeout_proceeded"] + waits["queue_full_proceeded"];
     assert_eq!(proceeded, 2, "{waits:?}");
@@ -191,8 +166,8 @@ async fn quota_share_with_fail_open_off_answers_a_typed_429() {
          quota_share_fail_open = false\n",
     )
     .await;
-    s.slow_qa(1_000);
-    let replies = s.burst("qs-one", 3).await;
+    slow_qa(&s, 1_000);
+    let replies = burst(&s, "qs-one", 3).await;
     let ok = replies.iter().filter(|r| r.status == 200).count();
     assert_eq!(ok, 1, "{replies:#?}");
     for r in replies.iter().filter(|r| r.status != 200) {
@@ -204,7 +179,7 @@ async fn quota_share_with_fail_open_off_answers_a_typed_429() {
         r.assert_error(429, "rate_limit_error", &code);
     }
     assert_eq!(s.mock.stats().max_in_flight_for_key(KEY_A), 1);
-    let waits = s.waits().await;
+    let waits = waits(&s).await;
     assert_eq!(
         waits["timeout_rejected"] + waits["queue_full_rejected"],
         2,

@@ -13,17 +13,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::Duration;
-
 use serde_json::Value;
+
 use switchyard_tests::mock_upstream::FaultSpec;
 
-use crate::streams::{self, CHUNKS, KEY1, KEY2, Setup};
+use crate::streams::{self, KEY1, KEY2, LIMIT, MODEL, assert_clean_stream};
 use crate::support::http::*;
+use crate::support::scenario::Scenario;
 
 /// The stream tests' node (`p-k1` tried first, then `p-k2`, 6 chunks per stream); `recovery`
 /// is the body of `[resilience.stream_recovery]` (empty = no table: off).
-async fn setup(recovery: &str) -> Setup {
+async fn setup(recovery: &str) -> Scenario {
     let table = if recovery.is_empty() {
         String::new()
     } else {
@@ -32,58 +32,12 @@ async fn setup(recovery: &str) -> Setup {
     streams::setup("first_content_ms = 5000\nidle_ms = 5000", &table).await
 }
 
-impl Setup {
-    async fn metrics(&self) -> String {
-        self.http
-            .get(format!("{}/metrics", self.node.admin_url()))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    }
-
-    /// The stream's access line (the last `request` line).
-    fn access_line(&self) -> Value {
-        let log = self
-            .node
-            .wait_for_log(Duration::from_secs(3), |log| !access_lines(log).is_empty());
-        access_lines(&log)
-            .pop()
-            .unwrap_or_else(|| panic!("no access line:\n{log}"))
-    }
-}
-
-fn access_lines(log: &str) -> Vec<Value> {
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["message"] == "request")
-        .collect()
-}
-
 /// Truncated after two content chunks: no `[DONE]`, no error event.
 fn truncated_after_two() -> FaultSpec {
     FaultSpec {
         eof_after_chunks: Some(2),
         ..FaultSpec::new()
     }
-}
-
-/// A clean OpenAI chat stream from the mock: every content chunk, `[DONE]`, no error.
-fn assert_clean_stream(r: &StreamReply) {
-    assert_eq!(r.status, 200, "{r:#?}");
-    assert!(!r.timed_out && r.body_error.is_none(), "{r:#?}");
-    let events = r.events();
-    assert!(!events.iter().any(SseEvent::is_error), "{}", r.raw);
-    assert_eq!(chat_text(&events), mock_text(CHUNKS as usize), "{}", r.raw);
-    let last = events.iter().rev().find(|e| e.data.is_some());
-    assert_eq!(
-        last.and_then(|e| e.data.as_deref()),
-        Some("[DONE]"),
-        "{}",
-        r.raw
-    );
 }
 
 /// What the client sees of a stream cut after `n` chunks: those chunks and no `[DONE]`.
@@ -105,12 +59,12 @@ async fn a_truncation_inside_the_hold_is_reopened_on_the_next_connection() {
     s.mock
         .script(truncated_after_two().for_key(KEY1).times(1))
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_clean_stream(&r);
     assert_eq!(r.connection(), "p-k2", "{r:#?}");
     assert_eq!(r.header("x-switchyard-attempts"), Some("2"));
     assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
-    let line = s.access_line();
+    let line = s.access_line().await;
     assert_eq!(line["recovered"], 1, "{line}");
     assert_eq!(line["completed"], true, "{line}");
     let metrics = s.metrics().await;
@@ -131,7 +85,7 @@ async fn an_error_event_inside_the_hold_is_reopened_too() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_clean_stream(&r);
     assert_eq!(r.connection(), "p-k2", "{r:#?}");
     assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
@@ -143,13 +97,13 @@ async fn with_recovery_off_the_truncation_reaches_the_client() {
     s.mock
         .script(truncated_after_two().for_key(KEY1).times(1))
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_truncated(&r, 2);
     assert_eq!(r.connection(), "p-k1", "{r:#?}");
     assert_eq!(r.header("x-switchyard-attempts"), Some("1"));
     wait_idle(&s.node).await;
     assert_eq!(s.hits(KEY2), 0, "nothing was reopened");
-    assert_eq!(s.access_line()["recovered"], 0);
+    assert_eq!(s.access_line().await["recovered"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +111,7 @@ async fn past_max_reopens_the_request_ends_with_a_definite_error() {
     let s = setup("enabled = true\nhold_ms = 3000\nmax_reopens = 1").await;
     // Every attempt is truncated.
     s.mock.script(truncated_after_two()).unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_eq!(r.status, 502, "{r:#?}");
     assert!(
         !r.raw.contains("data:"),
@@ -188,7 +142,7 @@ async fn a_truncation_after_the_hold_window_is_not_reopened() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_truncated(&r, 4);
     assert_eq!(r.connection(), "p-k1", "{r:#?}");
     wait_idle(&s.node).await;

@@ -15,78 +15,36 @@
 
 use std::time::{Duration, Instant};
 
-use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockHandle, Route};
+use switchyard_tests::mock_upstream::{FaultSpec, Route};
 
 use crate::support::http::*;
+use crate::support::scenario::Scenario;
 
 pub(crate) const KEY1: &str = "sk-stream-key-one-0001";
 pub(crate) const KEY2: &str = "sk-stream-key-two-0002";
 const KEY_ANTHROPIC: &str = "sk-ant-stream-key-0003";
-const MODEL: &str = "p/gpt-4o-mini";
+pub(crate) const MODEL: &str = "p/gpt-4o-mini";
 pub(crate) const CHUNKS: u32 = 6;
-const LIMIT: Duration = Duration::from_secs(10);
-
-pub(crate) struct Setup {
-    pub(crate) mock: MockHandle,
-    pub(crate) node: NodeProcess,
-    pub(crate) http: reqwest::Client,
-    pub(crate) base: String,
-}
+pub(crate) const LIMIT: Duration = Duration::from_secs(10);
 
 /// One mock, provider `p` (openai) with connections `p-k1` (tried first) and `p-k2`, and
 /// provider `a` (anthropic) with `a-k1`. `timeouts` are `p`'s `[providers.timeouts]` lines;
 /// `extra` is appended (resilience tables).
-pub(crate) async fn setup(timeouts: &str, extra: &str) -> Setup {
-    let mock = mock(CHUNKS).await;
-    let url = mock.base_url();
-    let config = format!(
-        "{}{}{}{}{}{}{}",
-        open_auth_no_queue(),
-        provider("p", "openai", &url, &["gpt-4o-mini"], "", timeouts),
-        provider("a", "anthropic", &url, &["claude-sonnet-4-5"], "", ""),
-        connection("p-k1", "p", "STREAM_KEY_1", "priority = 1"),
-        connection("p-k2", "p", "STREAM_KEY_2", "priority = 2"),
-        connection("a-k1", "a", "STREAM_KEY_A", ""),
-        extra,
-    );
-    let node = start_node(
-        config,
-        env(&[
-            ("STREAM_KEY_1", KEY1),
-            ("STREAM_KEY_2", KEY2),
-            ("STREAM_KEY_A", KEY_ANTHROPIC),
-        ]),
-    )
-    .await;
-    let base = node.client_url();
-    Setup {
-        mock,
-        node,
-        http: http(),
-        base,
-    }
-}
-
-impl Setup {
-    pub(crate) async fn stream(&self) -> StreamReply {
-        post_stream(
-            &self.http,
-            &self.base,
-            "/v1/chat/completions",
-            &chat(MODEL, true),
-            LIMIT,
-        )
+pub(crate) async fn setup(timeouts: &str, extra: &str) -> Scenario {
+    Scenario::with_mock(CHUNKS)
         .await
-    }
-
-    pub(crate) fn hits(&self, key: &str) -> u64 {
-        self.mock.stats().requests_for_key(key)
-    }
+        .provider("p", "openai", &["gpt-4o-mini"], "", timeouts)
+        .provider("a", "anthropic", &["claude-sonnet-4-5"], "", "")
+        .connection("p-k1", "p", KEY1, "priority = 1")
+        .connection("p-k2", "p", KEY2, "priority = 2")
+        .connection("a-k1", "a", KEY_ANTHROPIC, "")
+        .config(extra)
+        .start()
+        .await
 }
 
 /// A clean OpenAI chat stream from the mock: every content chunk, `[DONE]`, no error.
-fn assert_clean_stream(r: &StreamReply) {
+pub(crate) fn assert_clean_stream(r: &StreamReply) {
     assert_eq!(r.status, 200, "{r:#?}");
     assert!(!r.timed_out, "stream did not end: {r:#?}");
     assert!(r.body_error.is_none(), "transport error: {r:#?}");
@@ -159,7 +117,7 @@ async fn readiness_timeout_fails_over_before_commit() {
         })
         .unwrap();
     let started = Instant::now();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_clean_stream(&r);
     assert_eq!(r.connection(), "p-k2", "{r:#?}");
     assert_eq!(r.header("x-switchyard-attempts"), Some("2"));
@@ -184,7 +142,7 @@ async fn pings_do_not_count_as_readiness() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_clean_stream(&r);
     // Had the pings opened the gate, the stream would have been committed to p-k1 and then
     // ended without content instead of failing over.
@@ -201,7 +159,7 @@ async fn eof_before_content_fails_over() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_clean_stream(&r);
     assert_eq!(r.connection(), "p-k2");
     assert_eq!(r.header("x-switchyard-attempts"), Some("2"));
@@ -218,7 +176,7 @@ async fn midstream_error_after_commit_is_not_replayed() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_eq!(r.connection(), "p-k1");
     assert_chunks_then_one_error(&r, 3);
     // A (wrong) replay would belong to the request: once the node has finalised it, one
@@ -238,7 +196,7 @@ async fn reset_after_commit_gives_one_in_band_error() {
             ..FaultSpec::new().for_key(KEY1).times(1)
         })
         .unwrap();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_eq!(r.connection(), "p-k1");
     assert!(
         r.body_error.is_none(),
@@ -261,7 +219,7 @@ async fn stall_after_commit_gives_in_band_error() {
         })
         .unwrap();
     let started = Instant::now();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     let elapsed = started.elapsed();
     assert_eq!(r.connection(), "p-k1");
     let (_, code) = assert_chunks_then_one_error(&r, 2);
@@ -293,7 +251,7 @@ async fn throughput_watchdog_aborts_a_slow_stream() {
         })
         .unwrap();
     let started = Instant::now();
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     let elapsed = started.elapsed();
     assert_eq!(r.status, 200);
     assert_eq!(r.connection(), "p-k1");
@@ -314,7 +272,7 @@ async fn throughput_watchdog_aborts_a_slow_stream() {
 }
 
 /// Both connections cool for `secs` seconds: one non-streamed request that both answer 429.
-async fn cool_both(s: &Setup, secs: u32) {
+async fn cool_both(s: &Scenario, secs: u32) {
     for key in [KEY1, KEY2] {
         s.mock
             .script(
@@ -325,13 +283,7 @@ async fn cool_both(s: &Setup, secs: u32) {
             )
             .unwrap();
     }
-    let r = post(
-        &s.http,
-        &s.base,
-        "/v1/chat/completions",
-        &chat(MODEL, false),
-    )
-    .await;
+    let r = s.call(MODEL).await;
     assert_eq!(r.status, 429, "priming request: {r:#?}");
     assert_eq!((s.hits(KEY1), s.hits(KEY2)), (1, 1));
     for id in ["p-k1", "p-k2"] {
@@ -347,7 +299,7 @@ async fn early_keepalive_then_content_after_the_cooldown() {
     )
     .await;
     cool_both(&s, 3).await;
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(r.header("x-switchyard-early-keepalive"), Some("1"));
     assert!(
@@ -392,7 +344,7 @@ async fn early_keepalive_then_in_band_error() {
             )
             .unwrap();
     }
-    let r = s.stream().await;
+    let r = s.call_stream(MODEL, LIMIT).await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(r.header("x-switchyard-early-keepalive"), Some("1"));
     assert!(!r.timed_out && r.body_error.is_none(), "{r:#?}");
@@ -416,14 +368,13 @@ async fn early_keepalive_then_in_band_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_stream_is_valid_sse_with_matching_event_names() {
     let s = setup("", "").await;
-    let r = post_stream(
-        &s.http,
-        &s.base,
-        "/v1/messages",
-        &messages("a/claude-sonnet-4-5", true),
-        LIMIT,
-    )
-    .await;
+    let r = s
+        .stream_to(
+            "/v1/messages",
+            &messages("a/claude-sonnet-4-5", true),
+            LIMIT,
+        )
+        .await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(r.connection(), "a-k1");
     let events = r.events();

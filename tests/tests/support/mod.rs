@@ -12,6 +12,7 @@
 pub mod coordinator;
 pub mod http;
 pub mod node;
+pub mod scenario;
 pub mod webdriver;
 
 use std::future::Future;

@@ -12,7 +12,7 @@ use super::{STATE_DEADLINE, eventually};
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{MockConfig, MockHandle, MockUpstream};
+use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream, Route};
 
 /// The part of every config that is not about resilience: anonymous clients, the management
 /// API on (the tests read the node's state through it), two workers (the tests share a small
@@ -334,4 +334,59 @@ pub async fn concurrent_chats(node: &std::sync::Arc<Node>, model: &str, n: usize
         out.push(t.await.expect("join request"));
     }
     out
+}
+
+/// A fault that delays the response headers of a normal chat answer.
+pub fn slow(ms: u64) -> FaultSpec {
+    FaultSpec {
+        latency_before_headers_ms: Some(ms),
+        ..FaultSpec::new()
+    }
+    .on_route(Route::ChatCompletions)
+}
+
+/// A chat error status with a chosen message.
+pub fn status_with_message(status: u16, message: &str) -> FaultSpec {
+    FaultSpec {
+        error_message: Some(message.to_owned()),
+        ..FaultSpec::status(status)
+    }
+    .on_route(Route::ChatCompletions)
+}
+
+/// The requests `mock` received on `key`.
+pub fn hits(mock: &MockHandle, key: &str) -> u64 {
+    mock.stats().requests_for_key(key)
+}
+
+/// Waits until the connection's actor has set a cooldown.
+pub async fn wait_cooling(node: &Node, connection: &str) {
+    node.wait_connection(connection, "a cooldown", |row| cooldown_ms(row) > 0)
+        .await;
+}
+
+/// Waits until the connection's cooldown has run out (the scenario waits for it).
+pub async fn wait_cooled_down(node: &Node, connection: &str) {
+    node.wait_connection(connection, "the cooldown to run out", |row| {
+        cooldown_ms(row) == 0
+    })
+    .await;
+}
+
+/// The upstream keys of the resilience scenarios' connections, by environment variable.
+pub const KEYS: [(&str, &str); 3] = [("KEY_A", "sk-a"), ("KEY_B", "sk-b"), ("KEY_C", "sk-c")];
+
+impl Node {
+    /// A node with the queue and the cooldown wait off, and provider `p` (apikey) on `mock`
+    /// with two keys, `a` (tried first) and `b`; `extra` is appended (a third connection reads
+    /// `KEY_C`).
+    pub async fn two_keys(mock: &MockHandle, extra: &str) -> Node {
+        let config = format!(
+            "{PRELUDE}{NO_QUEUE_NO_WAIT}{}{}{}{extra}",
+            provider("p", "apikey", mock, ""),
+            connection("a", "p", "KEY_A", "priority = 1"),
+            connection("b", "p", "KEY_B", "priority = 2"),
+        );
+        Node::start(config, &KEYS).await
+    }
 }
