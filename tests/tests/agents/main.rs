@@ -9,8 +9,10 @@
 //! the scripted final text, the mock saw the tool's output come back (the agent really ran
 //! the tool between the two requests), and every access-log line of the node is a 200.
 //!
-//! `endpoints.rs` checks the other endpoints the agents call and the translation policy on the
-//! fields they send.
+//! `resilience.rs` runs the agents through the newer resilience features (a stream cut inside
+//! the stream-recovery hold, a `context-relay` session moving with a summary, a `quota-share`
+//! pool); `endpoints.rs` checks the other endpoints and the translation policy on the fields
+//! the agents send.
 //!
 //! The agents need Node.js; when `node`/`npm` or the installed agents are missing the tests
 //! say so and pass without running (`tests/run.sh` installs them).
@@ -26,6 +28,7 @@
 mod support;
 
 mod endpoints;
+mod resilience;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -133,8 +136,13 @@ fn offline_command(bin: &Path, home: &Path, work: &Path) -> Command {
 }
 
 /// Runs the agent off the async threads; returns (exit 0, combined output).
-async fn run_agent(mut cmd: Command, what: &'static str) -> (bool, String) {
-    tokio::task::spawn_blocking(move || run(&mut cmd, AGENT_LIMIT, what))
+async fn run_agent(cmd: Command, what: &'static str) -> (bool, String) {
+    run_agent_within(cmd, what, AGENT_LIMIT).await
+}
+
+/// [`run_agent`] killed after `limit`.
+async fn run_agent_within(mut cmd: Command, what: &'static str, limit: Duration) -> (bool, String) {
+    tokio::task::spawn_blocking(move || run(&mut cmd, limit, what))
         .await
         .expect("agent task")
 }
