@@ -14,9 +14,6 @@ use super::{EventInfo, EventKind};
 /// Serde's own recursion limit is 128; deeper chunks go to the full parse.
 const MAX_DEPTH: usize = 64;
 
-/// Strings up to this many bytes are scanned byte by byte (see [`Scanner::plain_run`]).
-const SHORT_RUN: usize = 32;
-
 /// The classification of a plain chat chunk, or `None` when the full parse must decide.
 pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
     let text = whole(data, Scanner::top)?;
@@ -92,35 +89,15 @@ impl<'a> Scanner<'a> {
     }
 
     /// The bytes up to the next quote or backslash, which must not be control characters.
-    ///
-    /// Most strings of an event are keys and short values: a single pass over the first
-    /// [`SHORT_RUN`] bytes finds their end with the control check on the way, where memchr
-    /// would pay its dispatch and then a second pass for the check. A longer string (a text
-    /// delta) falls through to memchr's vectorised search.
+    /// memchr finds the end, so a long string costs a vectorised pass rather than a loop
+    /// over its bytes.
     fn plain_run(&mut self) -> Option<&'a [u8]> {
         let rest = self.data.get(self.pos..)?;
-        let end = match rest
-            .iter()
-            .take(SHORT_RUN)
-            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-        {
-            Some(end) => {
-                // Stopped on a control character: not a valid (unescaped) string.
-                if rest.get(end).is_some_and(|&c| c < 0x20) {
-                    return None;
-                }
-                end
-            }
-            None => {
-                let end = memchr::memchr2(b'"', b'\\', rest)?;
-                let tail = rest.get(SHORT_RUN.min(end)..end)?;
-                if tail.iter().fold(false, |bad, &c| bad | (c < 0x20)) {
-                    return None;
-                }
-                end
-            }
-        };
+        let end = memchr::memchr2(b'"', b'\\', rest)?;
         let run = rest.get(..end)?;
+        if run.iter().fold(false, |bad, &c| bad | (c < 0x20)) {
+            return None;
+        }
         self.pos += end;
         Some(run)
     }
