@@ -14,7 +14,8 @@
 #              --cg-requests, default 2000): independent of machine load;
 #   cpu µs/req user+system CPU time from /proc/PID/stat over --requests (default 100000)
 #              requests at saturation (oha -c 4, no rate limit): no wall clock involved, but
-#              cache and frequency effects of a busy machine still show.
+#              cache and frequency effects of a busy machine still show. The measured process
+#              is pinned to core 0, oha (and the responder behind the node) to core 1.
 # The ratios node/minimal are printed against the targets (JSON ≤ 3.0×, SSE ≤ 2.5×), then a
 # second table splits each CPU figure into user and system time: the node's system time alone
 # over the bare server's whole CPU is the floor its ratio cannot go below.
@@ -45,8 +46,8 @@ while (($#)); do
 	--repeat) REPEAT=$2; shift ;;
 	--cpu-only) CPU_ONLY=true ;;
 	--out) OUT=$2; shift ;;
-	-h | --help) sed -n 2,22p "$0"; exit 0 ;;
-	*) sed -n 2,22p "$0" >&2; exit 2 ;;
+	-h | --help) sed -n 2,23p "$0"; exit 0 ;;
+	*) sed -n 2,23p "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -62,16 +63,31 @@ TICK=$(getconf CLK_TCK)
 CLIENT_KEY=sk-bench-client-not-a-secret
 
 
+# The process measured gets core SERVER_CORE to itself; oha (and the responder behind the
+# node) share LOAD_CORE, as in the issue's setup. Without taskset or a second core, no pinning.
+SERVER_CORE=0
+LOAD_CORE=1
+PIN=false
+command -v taskset >/dev/null && (($(nproc) > 1)) && PIN=true
+# The command prefix that pins to core $1 (an array: the process started keeps its PID, which
+# /proc is read by; a shell function would leave a subshell in between).
+pin_to() { # core -> sets PINNED
+	PINNED=()
+	$PIN && PINNED=(taskset -c "$1")
+	return 0
+}
+
 # utime + stime of a process, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # stime alone: the kernel's share (socket calls, and on loopback the peer's receive path).
 sys_ticks() { awk '{ print $15 }' "/proc/$1/stat"; }
 
-start_upstream() { # bin name -> sets UP_ADDR, UP_PID
+start_upstream() { # bin name core -> sets UP_ADDR, UP_PID
 	# Removed first: the redirect below truncates it only once the child runs, and the loop
 	# must not read the previous process's address.
 	rm -f "$OUT/$2.out"
-	"$1" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/$2.out" 2>"$OUT/$2.err" &
+	pin_to "$3"
+	"${PINNED[@]}" "$1" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/$2.out" 2>"$OUT/$2.err" &
 	UP_PID=$!
 	PIDS+=("$UP_PID")
 	UP_ADDR=""
@@ -89,7 +105,8 @@ start_node() { # upstream addr -> sets NODE_PORT, NODE_PID
 	read -r NODE_PORT admin < <(python3 "$HELPER" free-ports 2)
 	python3 "$HELPER" config base "$OUT/node.toml" --upstream "$1" --require-key \
 		--listen "127.0.0.1:$NODE_PORT" --admin "127.0.0.1:$admin" >/dev/null
-	env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY \
+	pin_to "$SERVER_CORE"
+	"${PINNED[@]}" env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY \
 		"$NODE_BIN" --config "$OUT/node.toml" >"$OUT/node.log" 2>"$OUT/node.err" &
 	NODE_PID=$!
 	PIDS+=("$NODE_PID")
@@ -103,7 +120,8 @@ start_node() { # upstream addr -> sets NODE_PORT, NODE_PID
 
 load() { # url model stream requests tag
 	local body='{"model":"'$2'","messages":[{"role":"user","content":"Say hello to the benchmark."}],"stream":'$3'}'
-	"$OHA" --no-tui --output-format json -o "$OUT/oha-$5.json" -c 4 -n "$4" -m POST \
+	pin_to "$LOAD_CORE"
+	"${PINNED[@]}" "$OHA" --no-tui --output-format json -o "$OUT/oha-$5.json" -c 4 -n "$4" -m POST \
 		-H 'content-type: application/json' -H "authorization: Bearer $CLIENT_KEY" \
 		-d "$body" "$1"
 	python3 - "$OUT/oha-$5.json" <<'PY'
@@ -141,12 +159,15 @@ for ((run = 1; run <= REPEAT; run++)); do
 		sflag=()
 		$stream && sflag=(--stream)
 		# CPU time: each upstream directly, then the node in front of the minimal responder.
-		start_upstream "$MINIMAL_BIN" minimal
+		start_upstream "$MINIMAL_BIN" minimal "$SERVER_CORE"
 		R[$run,$kind,minimal,cpu]=$(cpu_us "$UP_PID" "http://$UP_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-minimal")
+		cleanup
+		# Behind the node the responder moves to the load's core: the node has its own.
+		start_upstream "$MINIMAL_BIN" minimal "$LOAD_CORE"
 		start_node "$UP_ADDR"
 		R[$run,$kind,node,cpu]=$(cpu_us "$NODE_PID" "http://127.0.0.1:$NODE_PORT/v1/chat/completions" mock/bench-model $stream "$run-$kind-node")
 		cleanup
-		start_upstream "$MOCK_BIN" mock
+		start_upstream "$MOCK_BIN" mock "$SERVER_CORE"
 		R[$run,$kind,mock,cpu]=$(cpu_us "$UP_PID" "http://$UP_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-mock")
 		cleanup
 		# Instruction counts.
