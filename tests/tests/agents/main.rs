@@ -200,6 +200,18 @@ fn assert_round_trip(
     lines
 }
 
+/// Every request the mock recorded went to `route` (the provider's wire format after any
+/// translation).
+fn assert_every_upstream_route(mock: &MockHandle, route: &str) {
+    let routes: Vec<String> = mock
+        .stats()
+        .recent_bodies
+        .iter()
+        .map(|b| b.route.to_string())
+        .collect();
+    assert!(routes.iter().all(|r| r == route), "{routes:?}");
+}
+
 fn dropped(lines: &[Value]) -> String {
     joined(lines, "dropped_params")
 }
@@ -341,19 +353,7 @@ async fn claude_code_on_an_openai_provider() {
     assert!(emulated(&lines).contains("context_management"), "{lines:?}");
     assert!(!dropped(&lines).contains("context_management"), "{lines:?}");
     // Every upstream request was translated to chat completions.
-    let stats = mock.stats();
-    assert!(
-        stats
-            .recent_bodies
-            .iter()
-            .all(|b| b.route == "chat_completions"),
-        "{:?}",
-        stats
-            .recent_bodies
-            .iter()
-            .map(|b| &b.route)
-            .collect::<Vec<_>>()
-    );
+    assert_every_upstream_route(&mock, "chat_completions");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,19 +366,7 @@ async fn codex_on_a_chat_only_openai_provider() {
     let (mock, node, result) = codex("openai", CODEX_MODEL, false).await;
     let lines = assert_round_trip("codex exec (chat-only provider)", result, &mock, &node);
     assert!(dropped(&lines).contains("client_metadata"), "{lines:?}");
-    let stats = mock.stats();
-    assert!(
-        stats
-            .recent_bodies
-            .iter()
-            .all(|b| b.route == "chat_completions"),
-        "{:?}",
-        stats
-            .recent_bodies
-            .iter()
-            .map(|b| &b.route)
-            .collect::<Vec<_>>()
-    );
+    assert_every_upstream_route(&mock, "chat_completions");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,14 +381,5 @@ async fn codex_on_an_anthropic_provider() {
         dropped.contains("client_metadata") && dropped.contains("tools[web_search]"),
         "{lines:?}"
     );
-    let stats = mock.stats();
-    assert!(
-        stats.recent_bodies.iter().all(|b| b.route == "messages"),
-        "{:?}",
-        stats
-            .recent_bodies
-            .iter()
-            .map(|b| &b.route)
-            .collect::<Vec<_>>()
-    );
+    assert_every_upstream_route(&mock, "messages");
 }
