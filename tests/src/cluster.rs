@@ -92,6 +92,14 @@ pub fn cluster_degraded(admin: SocketAddr) -> bool {
         .unwrap_or(true)
 }
 
+/// [`cluster_degraded`] from async code: the admin call blocks, so it runs on the blocking
+/// pool (true, as degraded, when that task fails).
+pub async fn cluster_degraded_async(admin: SocketAddr) -> bool {
+    tokio::task::spawn_blocking(move || cluster_degraded(admin))
+        .await
+        .unwrap_or(true)
+}
+
 /// A blocking HTTP/1.1 GET with the management key, returning the status and body (no client
 /// library needed).
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {

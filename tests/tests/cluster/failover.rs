@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::health;
-use switchyard_tests::cluster::{cluster_degraded, start_node};
+use switchyard_tests::cluster::{cluster_degraded_async, start_node};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 use switchyard_tests::redis_topology::RedisSentinel;
@@ -51,10 +51,7 @@ async fn counted(node: &NodeProcess, field: &str) -> u64 {
 }
 
 async fn degraded(node: &NodeProcess) -> bool {
-    let admin = node.admin;
-    tokio::task::spawn_blocking(move || cluster_degraded(admin))
-        .await
-        .unwrap()
+    cluster_degraded_async(node.admin).await
 }
 
 /// A request's status and JSON body (status 0: no answer at all).

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::eventually;
-use switchyard_tests::cluster::{cluster_degraded, start_node};
+use switchyard_tests::cluster::{cluster_degraded_async, start_node};
 use switchyard_tests::harness::{NodeProcess, free_port};
 use switchyard_tests::mock_upstream::{MockConfig, MockHandle, MockUpstream};
 use switchyard_tests::redis_topology::{RedisSentinel, cli};
@@ -139,11 +139,7 @@ async fn a_failover_that_loses_a_grant_never_reissues_its_generation() {
     .await
     .unwrap();
     let admin = node.admin;
-    let healthy = || async move {
-        !tokio::task::spawn_blocking(move || cluster_degraded(admin))
-            .await
-            .unwrap()
-    };
+    let healthy = || async move { !cluster_degraded_async(admin).await };
     assert!(
         eventually(Duration::from_secs(15), healthy).await,
         "the node never reached Redis through the sentinel; log:\n{}",

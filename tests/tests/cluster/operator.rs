@@ -11,17 +11,16 @@ use std::time::Duration;
 use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::{body, chat, client, health, key_env, store};
 use serde_json::{Value, json};
-use switchyard_tests::cluster::{MGMT_KEY, cluster_degraded, metric, metrics_text, start_node};
+use switchyard_tests::cluster::{
+    MGMT_KEY, cluster_degraded_async, metric, metrics_text, start_node,
+};
 use switchyard_tests::fault_proxy::{FaultProxy, Mode};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 use switchyard_tests::redis_server::RedisServer;
 
 async fn degraded(node: &NodeProcess) -> bool {
-    let admin = node.admin;
-    tokio::task::spawn_blocking(move || cluster_degraded(admin))
-        .await
-        .unwrap()
+    cluster_degraded_async(node.admin).await
 }
 
 async fn replay_depth(admin: SocketAddr) -> f64 {

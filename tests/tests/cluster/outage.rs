@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 use serde_json::{Value, json};
-use switchyard_tests::cluster::{TestCluster, cluster_degraded, http_get, start_node};
+use switchyard_tests::cluster::{TestCluster, cluster_degraded_async, http_get, start_node};
 use switchyard_tests::fault_proxy::{FaultProxy, Mode};
 use switchyard_tests::harness::{NodeProcess, http_get_status};
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
@@ -55,12 +55,6 @@ async fn cooling(admin: SocketAddr) -> u64 {
     })
     .await
     .unwrap()
-}
-
-async fn degraded(admin: SocketAddr) -> bool {
-    tokio::task::spawn_blocking(move || cluster_degraded(admin))
-        .await
-        .unwrap()
 }
 
 /// Requests round-robin over the nodes until `stop`; returns every status.
@@ -117,7 +111,10 @@ async fn redis_killed_for_ten_seconds_mid_load_then_state_converges() {
     let killed = Instant::now();
     for node in &cluster.nodes {
         assert!(
-            eventually(Duration::from_secs(8), || degraded(node.admin)).await,
+            eventually(Duration::from_secs(8), || cluster_degraded_async(
+                node.admin
+            ))
+            .await,
             "a node did not notice that Redis is gone"
         );
         assert_eq!(http_get_status(node.admin, "/readyz"), Some(200));
@@ -164,7 +161,7 @@ async fn redis_killed_for_ten_seconds_mid_load_then_state_converges() {
     for node in &cluster.nodes {
         assert!(
             eventually(Duration::from_secs(15), || async {
-                !degraded(node.admin).await && cooling(node.admin).await == 1
+                !cluster_degraded_async(node.admin).await && cooling(node.admin).await == 1
             })
             .await,
             "node {} did not converge after Redis came back; log:\n{}",
@@ -207,7 +204,7 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     for node in &nodes {
         assert!(
             eventually(Duration::from_secs(15), || async {
-                !degraded(node.admin).await
+                !cluster_degraded_async(node.admin).await
             })
             .await
         );
@@ -216,10 +213,10 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     proxy.set_mode(Mode::Blackhole);
     let [a, b, c] = [&nodes[0], &nodes[1], &nodes[2]];
     assert!(
-        eventually(Duration::from_secs(10), || degraded(c.admin)).await,
+        eventually(Duration::from_secs(10), || cluster_degraded_async(c.admin)).await,
         "the partitioned node does not say it is degraded"
     );
-    assert!(!degraded(a.admin).await && !degraded(b.admin).await);
+    assert!(!cluster_degraded_async(a.admin).await && !cluster_degraded_async(b.admin).await);
     assert_eq!(http_get_status(c.admin, "/readyz"), Some(200));
     assert_eq!(
         chat(&http, c).await,
@@ -248,7 +245,7 @@ async fn a_node_partitioned_from_redis_serves_degraded_and_resyncs_when_healed()
     proxy.set_mode(Mode::Pass);
     assert!(
         eventually(Duration::from_secs(15), || async {
-            !degraded(c.admin).await && cooling(c.admin).await == 1
+            !cluster_degraded_async(c.admin).await && cooling(c.admin).await == 1
         })
         .await,
         "the healed node did not resync; log:\n{}",

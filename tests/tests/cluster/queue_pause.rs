@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_tests::cluster::{
-    TestCluster, cluster_degraded, http_get, metric, metrics_text, start_node,
+    TestCluster, cluster_degraded_async, http_get, metric, metrics_text, start_node,
 };
 use switchyard_tests::fault_proxy::{FaultProxy, Mode};
 use switchyard_tests::harness::NodeProcess;
@@ -91,10 +91,7 @@ async fn queue_paused_events(admin: SocketAddr, result: &'static str) -> f64 {
 }
 
 async fn degraded(node: &NodeProcess) -> bool {
-    let admin = node.admin;
-    tokio::task::spawn_blocking(move || cluster_degraded(admin))
-        .await
-        .unwrap()
+    cluster_degraded_async(node.admin).await
 }
 
 fn hits(mock: &MockHandle) -> u64 {

@@ -27,7 +27,7 @@ use switchyard_shared::outcome::{FailureReason, TerminalStatus};
 use switchyard_shared::store::{
     CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
 };
-use switchyard_tests::cluster::{cluster_degraded, metric, metrics_text, start_node};
+use switchyard_tests::cluster::{cluster_degraded_async, metric, metrics_text, start_node};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
 use switchyard_tests::redis_topology::{RedisCluster, cli};
@@ -52,10 +52,7 @@ async fn cooldown_events(node: &NodeProcess) -> f64 {
 }
 
 async fn degraded(node: &NodeProcess) -> bool {
-    let admin = node.admin;
-    tokio::task::spawn_blocking(move || cluster_degraded(admin))
-        .await
-        .unwrap()
+    cluster_degraded_async(node.admin).await
 }
 
 /// Provider `p`'s connections in `field` (`cooldown`, `terminal`) on `node`.

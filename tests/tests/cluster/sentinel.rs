@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::{body, chat, client, health, key_env};
-use switchyard_tests::cluster::{cluster_degraded, metric, metrics_text, start_node};
+use switchyard_tests::cluster::{cluster_degraded_async, metric, metrics_text, start_node};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 use switchyard_tests::redis_topology::{RedisSentinel, cli};
@@ -31,10 +31,7 @@ async fn cooldown_events(node: &NodeProcess) -> f64 {
 }
 
 async fn degraded(node: &NodeProcess) -> bool {
-    let admin = node.admin;
-    tokio::task::spawn_blocking(move || cluster_degraded(admin))
-        .await
-        .unwrap()
+    cluster_degraded_async(node.admin).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
