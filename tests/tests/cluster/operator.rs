@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::support::{STATE_DEADLINE, eventually};
+use crate::support::{STATE_DEADLINE, eventually, wait_synced};
 use crate::sync::{body, chat, client, health, key_env, store};
 use serde_json::{Value, json};
 use switchyard_tests::cluster::{
@@ -79,13 +79,7 @@ async fn an_operator_clear_without_redis_fails_closed_and_a_fresh_429_survives()
     .await
     .unwrap();
     let [a, c] = [&nodes[0], &nodes[1]];
-    for node in [a, c] {
-        assert!(
-            eventually(Duration::from_secs(15), || async { !degraded(node).await }).await,
-            "{} did not sync",
-            node.client_url()
-        );
-    }
+    wait_synced(&[a, c]).await;
     let http = client();
 
     // c loses Redis.

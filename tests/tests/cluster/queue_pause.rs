@@ -19,7 +19,7 @@ use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUps
 use switchyard_tests::redis_server::RedisServer;
 
 use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
-use crate::support::{STATE_DEADLINE, eventually};
+use crate::support::{STATE_DEADLINE, eventually, wait_synced};
 use crate::sync::{chat, client};
 
 const KEY: &str = "sk-queue-pause-gemini-0001";
@@ -164,13 +164,7 @@ async fn without_redis_a_retry_info_queue_pause_stays_on_its_node_and_nothing_fa
     .await
     .unwrap();
     let (a, b) = (&nodes[0], &nodes[1]);
-    for node in [a, b] {
-        assert!(
-            eventually(Duration::from_secs(15), || async { !degraded(node).await }).await,
-            "{} did not sync",
-            node.client_url()
-        );
-    }
+    wait_synced(&[a, b]).await;
     let http = client();
 
     // a loses Redis, then meets the 429: it answers as usual and pauses its own queue.

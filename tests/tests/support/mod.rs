@@ -61,3 +61,19 @@ where
         tokio::time::sleep(POLL_EVERY).await;
     }
 }
+
+/// Waits until every node in redis mode says it is in sync with Redis (its health's
+/// `cluster_degraded` is false); fails naming the first node that is not, after 15 s.
+pub async fn wait_synced(nodes: &[&switchyard_tests::harness::NodeProcess]) {
+    for node in nodes {
+        let admin = node.admin;
+        assert!(
+            eventually(Duration::from_secs(15), || async move {
+                !switchyard_tests::cluster::cluster_degraded_async(admin).await
+            })
+            .await,
+            "{} did not sync",
+            node.client_url()
+        );
+    }
+}
