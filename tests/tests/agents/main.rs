@@ -92,6 +92,21 @@ fn skip(test: &str) -> bool {
 }
 
 async fn agent_mock(tool: &str, arguments: Value, serve_responses: bool) -> MockHandle {
+    let base = MockConfig {
+        body_history: 4,
+        ..MockConfig::default()
+    };
+    scripted_mock(tool, arguments, serve_responses, base).await
+}
+
+/// The mock scripted as the agent's model (one tool call, then `FINAL_TEXT`), with `base`'s
+/// other settings.
+async fn scripted_mock(
+    tool: &str,
+    arguments: Value,
+    serve_responses: bool,
+    base: MockConfig,
+) -> MockHandle {
     MockUpstream::start(MockConfig {
         agent: Some(AgentScript {
             tool: ToolCallSpec {
@@ -101,8 +116,7 @@ async fn agent_mock(tool: &str, arguments: Value, serve_responses: bool) -> Mock
             final_text: FINAL_TEXT.to_owned(),
         }),
         serve_responses,
-        body_history: 4,
-        ..MockConfig::default()
+        ..base
     })
     .await
     .expect("mock upstream starts")

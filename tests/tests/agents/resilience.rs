@@ -16,14 +16,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard_tests::cluster::metric;
 use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{
-    AgentScript, FaultSpec, MockConfig, MockHandle, MockUpstream, Route, ToolCallSpec,
-};
+use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, Route};
 
 use crate::support::http::*;
 use crate::{
     AgentDirs, CLAUDE_MODEL, CLAUDE_PROMPT, FINAL_TEXT, access_lines, claude_command,
-    codex_command, run_agent, run_agent_within, skip,
+    codex_command, run_agent, run_agent_within, scripted_mock, skip,
 };
 
 /// The model the providers serve; the agents ask for a combo.
@@ -32,21 +30,12 @@ const SUMMARY: &str = "SWITCHYARD-RELAY-SUMMARY-OF-THE-FIRST-RUN";
 
 /// The scripted agent model, remembering whole bodies (Claude Code's are tens of KB).
 async fn recording_mock(tool: &str, arguments: Value, serve_responses: bool) -> MockHandle {
-    MockUpstream::start(MockConfig {
-        agent: Some(AgentScript {
-            tool: ToolCallSpec {
-                name: tool.to_owned(),
-                arguments,
-            },
-            final_text: FINAL_TEXT.to_owned(),
-        }),
-        serve_responses,
+    let base = MockConfig {
         body_history: 16,
         body_capture_limit: 1024 * 1024,
         ..MockConfig::default()
-    })
-    .await
-    .expect("mock upstream starts")
+    };
+    scripted_mock(tool, arguments, serve_responses, base).await
 }
 
 /// The bodies `key` sent, oldest first.
