@@ -11,6 +11,8 @@
 //! follows. SSE events end with a blank line, which no credential starts with, so a normal
 //! stream is never delayed.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 use memchr::memmem::Finder;
@@ -21,12 +23,13 @@ const MIN_SECRET_LEN: usize = 8;
 
 /// Incremental scrubber of one secret over a sequence of chunks.
 ///
-/// The search is memchr's vectorised substring finder, built once per stream: a chunk
+/// The search is memchr's vectorised substring finder, built once per connection and shared
+/// by its streams (a reference count, no copy of the finder per stream): a chunk
 /// without the secret costs one pass of it and a look at its last bytes, and is released
 /// without a copy.
 #[derive(Debug)]
 pub struct Scrubber {
-    finder: Finder<'static>,
+    finder: Arc<Finder<'static>>,
     carry: Vec<u8>,
 }
 
@@ -35,7 +38,7 @@ pub struct Scrubber {
 /// visible share of a small JSON request).
 #[derive(Debug, Clone)]
 pub struct ScrubSecret {
-    finder: Finder<'static>,
+    finder: Arc<Finder<'static>>,
 }
 
 impl ScrubSecret {
@@ -43,7 +46,7 @@ impl ScrubSecret {
     pub fn new(secret: Option<&str>) -> Option<Self> {
         let secret = usable(secret)?;
         Some(Self {
-            finder: Finder::new(secret.as_bytes()).into_owned(),
+            finder: Arc::new(Finder::new(secret.as_bytes()).into_owned()),
         })
     }
 }
