@@ -147,7 +147,7 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 }
 
 /// The glob over items: `*` and `?` are the pattern's wildcards, anything else matches itself.
-fn glob_items<T: GlobItem>(pattern: &[T], text: &[T]) -> bool {
+pub(crate) fn glob_items<T: GlobItem>(pattern: &[T], text: &[T]) -> bool {
     let (mut p, mut t) = (0, 0);
     let mut backtrack: Option<(usize, usize)> = None;
     while t < text.len() {
@@ -176,7 +176,7 @@ fn glob_items<T: GlobItem>(pattern: &[T], text: &[T]) -> bool {
 }
 
 /// The two wildcards, as bytes or as characters.
-trait GlobItem: Copy + PartialEq {
+pub(crate) trait GlobItem: Copy + PartialEq {
     const STAR: Self;
     const QUESTION: Self;
 }
