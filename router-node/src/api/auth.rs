@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use actix_web::http::header::HeaderMap;
+use actix_web::http::header::{AUTHORIZATION, HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchyard_shared::config::glob_match;
@@ -88,9 +88,13 @@ impl KeyStore {
     }
 }
 
+/// `x-api-key` as a ready header name: looking a header up by `&str` parses the name on
+/// every call.
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
 /// The key from `Authorization: Bearer` or `x-api-key`, if any.
 pub fn presented_key(headers: &HeaderMap) -> Option<String> {
-    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+    if let Some(v) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         let v = v.trim();
         let token = v
             .strip_prefix("Bearer ")
@@ -102,7 +106,7 @@ pub fn presented_key(headers: &HeaderMap) -> Option<String> {
         }
     }
     headers
-        .get("x-api-key")
+        .get(X_API_KEY)
         .and_then(|v| v.to_str().ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::{CACHE_CONTROL, HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -181,6 +181,7 @@ async fn json_or_error(
 const X_SWITCHYARD_CONNECTION: HeaderName = HeaderName::from_static("x-switchyard-connection");
 const X_SWITCHYARD_ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 fn json_response(routed: &Routed, request_id: &str) -> HttpResponse {
     let RoutedBody::Json(ok) = &routed.body else {
@@ -322,11 +323,11 @@ fn committed_response(
         b.insert_header(header);
     }
     b.content_type("text/event-stream")
-        .insert_header(("cache-control", "no-cache"))
-        .insert_header(("x-accel-buffering", "no"))
-        .insert_header(("x-switchyard-connection", conn))
-        .insert_header(("x-switchyard-attempts", attempts.to_string()))
-        .insert_header(("x-request-id", request_id))
+        .insert_header((CACHE_CONTROL, HeaderValue::from_static("no-cache")))
+        .insert_header((X_ACCEL_BUFFERING, HeaderValue::from_static("no")))
+        .insert_header((X_SWITCHYARD_CONNECTION, conn))
+        .insert_header((X_SWITCHYARD_ATTEMPTS, HeaderValue::from(attempts)))
+        .insert_header((X_REQUEST_ID, request_id))
         .streaming(body)
 }
 
@@ -454,7 +455,7 @@ pub fn sse_format(format: ClientFormat) -> Format {
 
 fn request_id(req: &HttpRequest) -> String {
     req.headers()
-        .get("x-request-id")
+        .get(X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| {
             v.len() <= 128

@@ -6,7 +6,7 @@
 
 use actix_web::HttpRequest;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue};
 use actix_web::web;
 
 use super::body::{parse_body, read_limited};
@@ -14,11 +14,22 @@ use super::errors::{ClientFormat, ErrorSource, GatewayError};
 use crate::routing::RouteRequest;
 use crate::runtime::Runtime;
 
+// Header names are constants rather than `&str`: actix's `HeaderMap::get(&str)` parses the
+// name on every call, and these are looked up on every request.
+
 /// Client headers that carry a session-affinity key, in precedence order. Never forwarded.
-const SESSION_HEADERS: [&str; 3] = ["x-session-id", "x-codex-session-id", "x-switchyard-session"];
+const SESSION_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static("x-session-id"),
+    HeaderName::from_static("x-codex-session-id"),
+    HeaderName::from_static("x-switchyard-session"),
+];
 
 /// Client headers forwarded upstream (protocol versions and feature flags only).
-const FORWARDED: [&str; 3] = ["anthropic-version", "anthropic-beta", "openai-beta"];
+const FORWARDED: [HeaderName; 3] = [
+    HeaderName::from_static("anthropic-version"),
+    HeaderName::from_static("anthropic-beta"),
+    HeaderName::from_static("openai-beta"),
+];
 
 /// Validates and parses a client request into a routing request.
 pub async fn prepare(
@@ -29,7 +40,7 @@ pub async fn prepare(
 ) -> Result<RouteRequest, GatewayError> {
     let ct = req
         .headers()
-        .get("content-type")
+        .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if !ct
@@ -48,7 +59,7 @@ pub async fn prepare(
     let key = rt.keys.authenticate(req.headers())?.cloned(); // an Arc clone
     let content_length = req
         .headers()
-        .get("content-length")
+        .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let max = usize::try_from(rt.config.server.max_body_bytes).unwrap_or(usize::MAX);
@@ -67,14 +78,14 @@ pub async fn prepare(
     }
     let session = SESSION_HEADERS
         .iter()
-        .find_map(|h| req.headers().get(*h).and_then(|v| v.to_str().ok()))
+        .find_map(|h| req.headers().get(h).and_then(|v| v.to_str().ok()))
         .map(str::to_owned)
         .filter(|s| !s.is_empty() && s.len() <= 512)
         .or_else(|| body.body_session_key.clone());
     let mut forward_headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
     for name in FORWARDED {
-        if let Some(v) = req.headers().get(name) {
-            forward_headers.push((HeaderName::from_static(name), v.clone()));
+        if let Some(v) = req.headers().get(&name) {
+            forward_headers.push((name, v.clone()));
         }
     }
     Ok(RouteRequest {
