@@ -93,7 +93,11 @@ impl ConnCtl {
 
 /// The body type of every mock response.
 pub(crate) enum MockBody {
+    /// A complete buffer with its length announced (`Content-Length`).
     Full(Option<Bytes>),
+    /// A complete buffer sent as one chunk of a chunked body, the request in flight until it
+    /// is sent: the plain stream, which needs no script, no step queue and no allocation.
+    Stream(Option<Bytes>, Option<InFlightGuard>),
     Scripted(Box<Scripted>),
 }
 
@@ -114,6 +118,10 @@ impl MockBody {
         } else {
             MockBody::Full(Some(bytes))
         }
+    }
+
+    pub(crate) fn stream(bytes: Bytes, guard: InFlightGuard) -> Self {
+        MockBody::Stream(Some(bytes), Some(guard))
     }
 
     pub(crate) fn scripted(
@@ -174,6 +182,13 @@ impl Body for MockBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             MockBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            MockBody::Stream(bytes, guard) => match bytes.take() {
+                Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                None => {
+                    *guard = None;
+                    Poll::Ready(None)
+                }
+            },
             MockBody::Scripted(s) => s.poll_step(cx),
         }
     }
@@ -186,7 +201,7 @@ impl Body for MockBody {
         match self {
             MockBody::Full(None) => SizeHint::with_exact(0),
             MockBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
-            MockBody::Scripted(_) => SizeHint::default(),
+            MockBody::Stream(..) | MockBody::Scripted(_) => SizeHint::default(),
         }
     }
 }

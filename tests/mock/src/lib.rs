@@ -73,6 +73,7 @@
 //! ```
 
 mod agent;
+mod arena;
 mod body;
 pub mod cli;
 mod config;

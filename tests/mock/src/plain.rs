@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
+use super::arena;
 use super::ids;
 use super::lock;
 use super::wire::{Reply, openai};
@@ -23,7 +24,39 @@ const MAX_TEMPLATES: usize = 32;
 const ID_KEY: &[u8] = b"\"id\":\"";
 const CREATED_KEY: &[u8] = b"\"created\":";
 
-/// One cached answer and where its varying fields sit.
+/// What a plain answer depends on, borrowed from the request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape<'a> {
+    pub(crate) stream: bool,
+    pub(crate) model: &'a str,
+    pub(crate) input_tokens: u64,
+    pub(crate) chunks: u32,
+    pub(crate) include_usage: bool,
+}
+
+impl Shape<'_> {
+    /// The generated answer this shape stands for.
+    pub(crate) fn reply(&self) -> Reply {
+        Reply {
+            model: self.model.to_owned(),
+            input_tokens: self.input_tokens,
+            chunks: self.chunks,
+            reasoning_chunks: 0,
+            tool_call: None,
+            include_usage: self.include_usage,
+            script_text: None,
+        }
+    }
+}
+
+/// A field written per answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hole {
+    Id,
+    Created,
+}
+
+/// One cached answer: the fixed bytes between its varying fields.
 struct Template {
     stream: bool,
     model: String,
@@ -31,38 +64,35 @@ struct Template {
     chunks: u32,
     include_usage: bool,
     bytes: Bytes,
-    /// Offsets of each completion id (after the opening quote).
-    id_at: Vec<usize>,
-    id_len: usize,
-    /// Offsets of each `created` value, all `created_len` digits wide.
-    created_at: Vec<usize>,
+    /// Fixed runs `bytes[start..end]`, each followed by its hole (the last by none).
+    runs: Vec<(usize, usize, Option<Hole>)>,
+    /// Width of the `created` value when the template was made; another width (in 2286)
+    /// falls back to serialising afresh.
     created_len: usize,
 }
 
 impl Template {
-    fn fits(&self, reply: &Reply, stream: bool) -> bool {
-        self.stream == stream
-            && self.chunks == reply.chunks
-            && self.input_tokens == reply.input_tokens
-            && self.include_usage == reply.include_usage
-            && self.model == reply.model
+    fn fits(&self, shape: &Shape<'_>) -> bool {
+        self.stream == shape.stream
+            && self.chunks == shape.chunks
+            && self.input_tokens == shape.input_tokens
+            && self.include_usage == shape.include_usage
+            && self.model == shape.model
     }
 
     /// Finds the id and `created` fields of freshly serialised bytes; `None` when they are
     /// not where expected or not all the same width.
-    fn build(reply: &Reply, stream: bool) -> Option<Self> {
-        let bytes = render(reply, stream);
-        let mut id_at = Vec::new();
-        let mut id_len = None;
+    fn build(shape: &Shape<'_>) -> Option<Self> {
+        let bytes = render(&shape.reply(), shape.stream);
+        let mut holes = Vec::new();
         for start in find_all(&bytes, ID_KEY) {
             let at = start + ID_KEY.len();
             let len = bytes.get(at..)?.iter().position(|&b| b == b'"')?;
-            if *id_len.get_or_insert(len) != len {
+            if len != ids::CHAT_COMPLETION_LEN {
                 return None;
             }
-            id_at.push(at);
+            holes.push((at, len, Hole::Id));
         }
-        let mut created_at = Vec::new();
         let mut created_len = None;
         for start in find_all(&bytes, CREATED_KEY) {
             let at = start + CREATED_KEY.len();
@@ -70,39 +100,51 @@ impl Template {
             if *created_len.get_or_insert(len) != len {
                 return None;
             }
-            created_at.push(at);
+            holes.push((at, len, Hole::Created));
         }
+        holes.sort_unstable_by_key(|h| h.0);
+        let mut runs = Vec::with_capacity(holes.len() + 1);
+        let mut from = 0;
+        for (at, len, hole) in holes {
+            if at < from {
+                return None;
+            }
+            runs.push((from, at, Some(hole)));
+            from = at + len;
+        }
+        runs.push((from, bytes.len(), None));
         Some(Self {
-            stream,
-            model: reply.model.clone(),
-            input_tokens: reply.input_tokens,
-            chunks: reply.chunks,
-            include_usage: reply.include_usage,
+            stream: shape.stream,
+            model: shape.model.to_owned(),
+            input_tokens: shape.input_tokens,
+            chunks: shape.chunks,
+            include_usage: shape.include_usage,
             bytes,
-            id_at,
-            id_len: id_len?,
-            created_at,
+            runs,
             created_len: created_len?,
         })
     }
 
-    /// A copy with a new id and the current time; `None` if either has another width.
+    /// The answer with a new id and the current time; `None` if the time has another width.
+    /// The fixed runs are copied one by one between the fields: one pass over the bytes,
+    /// and copies short enough for the vector loop of `memcpy`.
     fn fill(&self) -> Option<Bytes> {
-        let id = ids::chat_completion();
-        let created = ids::unix_now().to_string();
-        if id.len() != self.id_len || created.len() != self.created_len {
+        let id = ids::chat_completion_bytes();
+        let (digits, start) = ids::decimal(ids::unix_now());
+        let created = digits.get(start..)?;
+        if created.len() != self.created_len {
             return None;
         }
-        let mut out = BytesMut::from(&self.bytes[..]);
-        for &at in &self.id_at {
-            out.get_mut(at..at + id.len())?
-                .copy_from_slice(id.as_bytes());
-        }
-        for &at in &self.created_at {
-            out.get_mut(at..at + created.len())?
-                .copy_from_slice(created.as_bytes());
-        }
-        Some(out.freeze())
+        Some(arena::bytes(self.bytes.len(), |out| {
+            for &(from, to, hole) in &self.runs {
+                out.extend_from_slice(self.bytes.get(from..to).unwrap_or_default());
+                match hole {
+                    Some(Hole::Id) => out.extend_from_slice(&id),
+                    Some(Hole::Created) => out.extend_from_slice(created),
+                    None => {}
+                }
+            }
+        }))
     }
 }
 
@@ -134,22 +176,22 @@ pub(crate) struct PlainAnswers {
 
 impl PlainAnswers {
     /// Whether `reply` is the plain generated answer this cache serves.
+    #[cfg(test)]
     pub(crate) fn serves(reply: &Reply) -> bool {
         reply.reasoning_chunks == 0 && reply.tool_call.is_none() && reply.script_text.is_none()
     }
 
-    /// The answer to `reply` (a plain one, see [`Self::serves`]): the JSON body, or the whole
-    /// SSE stream as one buffer.
-    pub(crate) fn answer(&self, reply: &Reply, stream: bool) -> Bytes {
+    /// The plain answer of this shape: the JSON body, or the whole SSE stream as one buffer.
+    pub(crate) fn answer(&self, shape: &Shape<'_>) -> Bytes {
         let cached = lock(&self.templates)
             .iter()
-            .find(|t| t.fits(reply, stream))
+            .find(|t| t.fits(shape))
             .cloned();
         let template = match cached {
             Some(t) => t,
             None => {
-                let Some(t) = Template::build(reply, stream).map(Arc::new) else {
-                    return render(reply, stream);
+                let Some(t) = Template::build(shape).map(Arc::new) else {
+                    return render(&shape.reply(), shape.stream);
                 };
                 let mut templates = lock(&self.templates);
                 if templates.len() >= MAX_TEMPLATES {
@@ -159,7 +201,9 @@ impl PlainAnswers {
                 t
             }
         };
-        template.fill().unwrap_or_else(|| render(reply, stream))
+        template
+            .fill()
+            .unwrap_or_else(|| render(&shape.reply(), shape.stream))
     }
 }
 
@@ -167,15 +211,13 @@ impl PlainAnswers {
 mod tests {
     use super::*;
 
-    fn reply(chunks: u32) -> Reply {
-        Reply {
-            model: "chatcmpl-as-a-model-name".to_owned(),
+    fn shape(chunks: u32, stream: bool) -> Shape<'static> {
+        Shape {
+            stream,
+            model: "chatcmpl-as-a-model-name",
             input_tokens: 7,
             chunks,
-            reasoning_chunks: 0,
-            tool_call: None,
             include_usage: true,
-            script_text: None,
         }
     }
 
@@ -190,10 +232,11 @@ mod tests {
     fn cached_answers_equal_fresh_ones_but_for_id_and_time() {
         let cache = PlainAnswers::default();
         for stream in [false, true] {
-            let a = cache.answer(&reply(5), stream);
+            assert!(PlainAnswers::serves(&shape(5, stream).reply()));
+            let a = cache.answer(&shape(5, stream));
             assert!(String::from_utf8_lossy(&a).contains("\"model\":\"chatcmpl-as-a-model-name\""));
-            let b = cache.answer(&reply(5), stream);
-            let fresh = render(&reply(5), stream);
+            let b = cache.answer(&shape(5, stream));
+            let fresh = render(&shape(5, stream).reply(), stream);
             assert_eq!(a.len(), fresh.len());
             let (ia, ib) = (ids_of(&a), ids_of(&b));
             assert!(!ia.is_empty() && ia[0].starts_with("chatcmpl-"));
@@ -220,11 +263,11 @@ mod tests {
     #[test]
     fn shapes_are_kept_apart_and_bounded() {
         let cache = PlainAnswers::default();
-        let short = cache.answer(&reply(1), false);
-        let long = cache.answer(&reply(9), false);
+        let short = cache.answer(&shape(1, false));
+        let long = cache.answer(&shape(9, false));
         assert!(long.len() > short.len());
         for n in 0..(MAX_TEMPLATES as u32 + 5) {
-            let _ = cache.answer(&reply(n), true);
+            let _ = cache.answer(&shape(n, true));
         }
         assert!(lock(&cache.templates).len() <= MAX_TEMPLATES);
     }
