@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -78,9 +78,29 @@ impl Script {
 pub(crate) struct ConnCtl {
     reset: AtomicBool,
     pub(crate) notify: Notify,
+    /// Requests the connection has begun and finished serving, for the idle check.
+    started: AtomicU64,
+    finished: AtomicU64,
 }
 
 impl ConnCtl {
+    pub(crate) fn request_started(&self) {
+        self.started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn request_finished(&self) {
+        self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn requests_started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Whether a request is being served (its response not yet sent).
+    pub(crate) fn busy(&self) -> bool {
+        self.finished.load(Ordering::Relaxed) != self.started.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn request_reset(&self) {
         self.reset.store(true, Ordering::Release);
         self.notify.notify_one();
