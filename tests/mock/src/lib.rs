@@ -83,6 +83,7 @@ mod ids;
 pub mod minimal;
 mod plain;
 mod respond;
+mod scan;
 mod server;
 mod stats;
 mod usage_wall;

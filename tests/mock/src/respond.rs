@@ -20,6 +20,7 @@ use super::body::{ConnCtl, MockBody, Script};
 use super::fault::{FaultSpec, MAX_CHUNKS, Route};
 use super::ids;
 use super::plain;
+use super::scan;
 use super::stats::{InFlightGuard, Outcome, RequestFacts};
 use super::usage_wall;
 use super::wire::{self, ErrorInfo, Frame, Kind, Reply, anthropic, openai, responses};
@@ -55,6 +56,18 @@ struct RequestShape<'a> {
 struct StreamOptions {
     #[serde(default)]
     include_usage: Option<bool>,
+}
+
+impl<'a> From<scan::Fields<'a>> for RequestShape<'a> {
+    fn from(f: scan::Fields<'a>) -> Self {
+        Self {
+            model: f.model.map(Cow::Borrowed),
+            stream: f.stream,
+            stream_options: f.stream_options.map(|o| StreamOptions {
+                include_usage: o.include_usage,
+            }),
+        }
+    }
 }
 
 fn route_of(method: &Method, path: &str) -> Result<Route, StatusCode> {
@@ -309,6 +322,8 @@ pub(crate) async fn handle(
     let key = api_key(&parts.headers);
     let parsed: Result<RequestShape<'_>, String> = if route == Route::Models {
         Ok(RequestShape::default())
+    } else if let Some(fields) = scan::fields(&body) {
+        Ok(RequestShape::from(fields))
     } else {
         serde_json::from_slice(&body).map_err(|e| format!("Invalid JSON body: {e}"))
     };
