@@ -33,27 +33,25 @@ fn seed() -> u64 {
 
 /// Fills `out` with characters drawn from `alphabet` (at most 64 symbols). Each character
 /// takes six random bits scaled onto the alphabet by a multiply and shift: ids are built on
-/// every response, and a division per character showed up in profiles.
-fn fill_chars(out: &mut [u8], alphabet: &[u8]) {
+/// every response, and a division per character showed up in profiles. The alphabet's size
+/// is a constant, so the scaled index is known to be in range.
+fn fill_chars<const A: usize>(out: &mut [u8], alphabet: &[u8; A]) {
     let mut state = seed().wrapping_add(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let mut bits = 0u64;
-    let mut left = 0u32;
-    for slot in out {
-        if left == 0 {
-            state = splitmix64(state);
-            bits = state;
-            left = 10;
+    // Ten characters per 64-bit draw.
+    for chunk in out.chunks_mut(10) {
+        state = splitmix64(state);
+        let mut bits = state;
+        for slot in chunk {
+            let idx = (((bits & 63) * A as u64) >> 6) as usize;
+            *slot = alphabet.get(idx).copied().unwrap_or(b'0');
+            bits >>= 6;
         }
-        let idx = (((bits & 63) * alphabet.len() as u64) >> 6) as usize;
-        bits >>= 6;
-        left -= 1;
-        *slot = alphabet.get(idx).copied().unwrap_or(b'0');
     }
 }
 
 /// `prefix` then random characters up to `N` bytes, on the stack: the plain path writes
 /// its ids straight into the response, and a `String` per id was an allocation each.
-fn make_array<const N: usize>(prefix: &[u8], alphabet: &[u8]) -> [u8; N] {
+fn make_array<const N: usize, const A: usize>(prefix: &[u8], alphabet: &[u8; A]) -> [u8; N] {
     let mut out = [0u8; N];
     let split = prefix.len().min(N);
     let (head, tail) = out.split_at_mut(split);
@@ -62,7 +60,7 @@ fn make_array<const N: usize>(prefix: &[u8], alphabet: &[u8]) -> [u8; N] {
     out
 }
 
-fn make(prefix: &str, alphabet: &[u8], len: usize) -> String {
+fn make<const A: usize>(prefix: &str, alphabet: &[u8; A], len: usize) -> String {
     let mut out = vec![0u8; prefix.len() + len];
     let (head, tail) = out.split_at_mut(prefix.len());
     head.copy_from_slice(prefix.as_bytes());
