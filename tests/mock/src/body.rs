@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -78,9 +78,29 @@ impl Script {
 pub(crate) struct ConnCtl {
     reset: AtomicBool,
     pub(crate) notify: Notify,
+    /// Requests the connection has begun and finished serving, for the idle check.
+    started: AtomicU64,
+    finished: AtomicU64,
 }
 
 impl ConnCtl {
+    pub(crate) fn request_started(&self) {
+        self.started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn request_finished(&self) {
+        self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn requests_started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Whether a request is being served (its response not yet sent).
+    pub(crate) fn busy(&self) -> bool {
+        self.finished.load(Ordering::Relaxed) != self.started.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn request_reset(&self) {
         self.reset.store(true, Ordering::Release);
         self.notify.notify_one();
@@ -93,7 +113,11 @@ impl ConnCtl {
 
 /// The body type of every mock response.
 pub(crate) enum MockBody {
+    /// A complete buffer with its length announced (`Content-Length`).
     Full(Option<Bytes>),
+    /// A complete buffer sent as one chunk of a chunked body, the request in flight until it
+    /// is sent: the plain stream, which needs no script, no step queue and no allocation.
+    Stream(Option<Bytes>, Option<InFlightGuard>),
     Scripted(Box<Scripted>),
 }
 
@@ -114,6 +138,10 @@ impl MockBody {
         } else {
             MockBody::Full(Some(bytes))
         }
+    }
+
+    pub(crate) fn stream(bytes: Bytes, guard: InFlightGuard) -> Self {
+        MockBody::Stream(Some(bytes), Some(guard))
     }
 
     pub(crate) fn scripted(
@@ -174,6 +202,13 @@ impl Body for MockBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             MockBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            MockBody::Stream(bytes, guard) => match bytes.take() {
+                Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                None => {
+                    *guard = None;
+                    Poll::Ready(None)
+                }
+            },
             MockBody::Scripted(s) => s.poll_step(cx),
         }
     }
@@ -186,7 +221,7 @@ impl Body for MockBody {
         match self {
             MockBody::Full(None) => SizeHint::with_exact(0),
             MockBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
-            MockBody::Scripted(_) => SizeHint::default(),
+            MockBody::Stream(..) | MockBody::Scripted(_) => SizeHint::default(),
         }
     }
 }

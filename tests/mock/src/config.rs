@@ -37,8 +37,10 @@ pub struct MockConfig {
     /// Longest a scripted stall may hang when the client stays connected; also caps every
     /// scripted or configured delay.
     pub max_stall: Duration,
-    /// How long an idle keep-alive connection may wait for its next request head. Keep it
-    /// above the client's pool idle timeout so a pooled connection is never closed under it.
+    /// How long a connection may sit idle (no request being served, none arriving) before the
+    /// mock closes it; checked four times per timeout, so it closes after between 1 and 1.25
+    /// times this. Keep it above the client's pool idle timeout so a pooled connection is
+    /// never closed under it.
     pub idle_timeout: Duration,
     /// Requests remembered with their arrival time ([`super::MockHandle::arrivals`]); 0 (the
     /// default) keeps no log, so benchmarks pay nothing for it.

@@ -6,9 +6,11 @@
 //! `Retry-After`, slow headers, slow or stalled streams, in-band errors, TCP resets, empty
 //! streams and errors disguised as 200s. This crate is that upstream. It is also the
 //! "mock direct" baseline of the benchmark harness, so the normal path is kept cheap: one
-//! uncontended lock for the counters, histories kept as the request's own buffers until read,
-//! the plain Chat Completions answer serialised once per shape ([`plain`]), no per-request
-//! task, adjacent SSE frames written together when no delay separates them. The
+//! uncontended lock and two label lookups for the counters, histories kept as the request's
+//! own buffers until read, `model` and `stream` read without serde from a plain JSON body
+//! (`scan`), the plain Chat Completions answer serialised once per shape and copied with a
+//! fresh id ([`plain`]), provider headers built once, no timer and no task per request,
+//! adjacent SSE frames written together when no delay separates them. The
 //! `switchyard-mock-minimal` binary ([`minimal`]) is the bare hyper server it is measured
 //! against.
 //!
@@ -73,6 +75,7 @@
 //! ```
 
 mod agent;
+mod arena;
 mod body;
 pub mod cli;
 mod config;
@@ -82,6 +85,7 @@ mod ids;
 pub mod minimal;
 mod plain;
 mod respond;
+mod scan;
 mod server;
 mod stats;
 mod usage_wall;

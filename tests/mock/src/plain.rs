@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
+use super::arena;
 use super::ids;
 use super::lock;
 use super::wire::{Reply, openai};
@@ -22,8 +23,45 @@ const MAX_TEMPLATES: usize = 32;
 /// `chatcmpl-…` is never taken for an id.
 const ID_KEY: &[u8] = b"\"id\":\"";
 const CREATED_KEY: &[u8] = b"\"created\":";
+/// Width of `created` (Unix seconds) until the year 2286; answers are built afresh after.
+const CREATED_LEN: usize = 10;
+/// The template is copied in pieces of at most this many bytes: `memcpy` copies those with
+/// vector moves, and longer ones with `rep movsb`, which callgrind counts byte by byte.
+const COPY_PIECE: usize = 1024;
 
-/// One cached answer and where its varying fields sit.
+/// What a plain answer depends on, borrowed from the request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape<'a> {
+    pub(crate) stream: bool,
+    pub(crate) model: &'a str,
+    pub(crate) input_tokens: u64,
+    pub(crate) chunks: u32,
+    pub(crate) include_usage: bool,
+}
+
+impl Shape<'_> {
+    /// The generated answer this shape stands for.
+    pub(crate) fn reply(&self) -> Reply {
+        Reply {
+            model: self.model.to_owned(),
+            input_tokens: self.input_tokens,
+            chunks: self.chunks,
+            reasoning_chunks: 0,
+            tool_call: None,
+            include_usage: self.include_usage,
+            script_text: None,
+        }
+    }
+}
+
+/// A field written per answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hole {
+    Id,
+    Created,
+}
+
+/// One cached answer: the fixed bytes between its varying fields.
 struct Template {
     stream: bool,
     model: String,
@@ -31,78 +69,84 @@ struct Template {
     chunks: u32,
     include_usage: bool,
     bytes: Bytes,
-    /// Offsets of each completion id (after the opening quote).
-    id_at: Vec<usize>,
-    id_len: usize,
-    /// Offsets of each `created` value, all `created_len` digits wide.
-    created_at: Vec<usize>,
-    created_len: usize,
+    /// Where each id and `created` value starts.
+    holes: Vec<(usize, Hole)>,
 }
 
 impl Template {
-    fn fits(&self, reply: &Reply, stream: bool) -> bool {
-        self.stream == stream
-            && self.chunks == reply.chunks
-            && self.input_tokens == reply.input_tokens
-            && self.include_usage == reply.include_usage
-            && self.model == reply.model
+    fn fits(&self, shape: &Shape<'_>) -> bool {
+        self.stream == shape.stream
+            && self.chunks == shape.chunks
+            && self.input_tokens == shape.input_tokens
+            && self.include_usage == shape.include_usage
+            && self.model == shape.model
     }
 
     /// Finds the id and `created` fields of freshly serialised bytes; `None` when they are
     /// not where expected or not all the same width.
-    fn build(reply: &Reply, stream: bool) -> Option<Self> {
-        let bytes = render(reply, stream);
-        let mut id_at = Vec::new();
-        let mut id_len = None;
+    fn build(shape: &Shape<'_>) -> Option<Self> {
+        let bytes = render(&shape.reply(), shape.stream);
+        let mut holes = Vec::new();
         for start in find_all(&bytes, ID_KEY) {
             let at = start + ID_KEY.len();
             let len = bytes.get(at..)?.iter().position(|&b| b == b'"')?;
-            if *id_len.get_or_insert(len) != len {
+            if len != ids::CHAT_COMPLETION_LEN {
                 return None;
             }
-            id_at.push(at);
+            holes.push((at, len, Hole::Id));
         }
-        let mut created_at = Vec::new();
-        let mut created_len = None;
         for start in find_all(&bytes, CREATED_KEY) {
             let at = start + CREATED_KEY.len();
             let len = bytes.get(at..)?.iter().position(|b| !b.is_ascii_digit())?;
-            if *created_len.get_or_insert(len) != len {
+            if len != CREATED_LEN {
                 return None;
             }
-            created_at.push(at);
+            holes.push((at, len, Hole::Created));
+        }
+        if !holes.iter().any(|h| h.2 == Hole::Id) {
+            return None;
         }
         Some(Self {
-            stream,
-            model: reply.model.clone(),
-            input_tokens: reply.input_tokens,
-            chunks: reply.chunks,
-            include_usage: reply.include_usage,
+            stream: shape.stream,
+            model: shape.model.to_owned(),
+            input_tokens: shape.input_tokens,
+            chunks: shape.chunks,
+            include_usage: shape.include_usage,
             bytes,
-            id_at,
-            id_len: id_len?,
-            created_at,
-            created_len: created_len?,
+            holes: holes.into_iter().map(|(at, _, hole)| (at, hole)).collect(),
         })
     }
 
-    /// A copy with a new id and the current time; `None` if either has another width.
+    /// The answer with a new id and the current time; `None` if the time has another width.
+    /// The template is copied whole, then each field is written over its copy with a
+    /// fixed-size store.
     fn fill(&self) -> Option<Bytes> {
-        let id = ids::chat_completion();
-        let created = ids::unix_now().to_string();
-        if id.len() != self.id_len || created.len() != self.created_len {
-            return None;
-        }
-        let mut out = BytesMut::from(&self.bytes[..]);
-        for &at in &self.id_at {
-            out.get_mut(at..at + id.len())?
-                .copy_from_slice(id.as_bytes());
-        }
-        for &at in &self.created_at {
-            out.get_mut(at..at + created.len())?
-                .copy_from_slice(created.as_bytes());
-        }
-        Some(out.freeze())
+        let id = ids::chat_completion_bytes();
+        let (digits, start) = ids::decimal(ids::unix_now());
+        let created: [u8; CREATED_LEN] = digits.get(start..)?.try_into().ok()?;
+        Some(arena::bytes(self.bytes.len(), |out| {
+            let base = out.len();
+            for piece in self.bytes.chunks(COPY_PIECE) {
+                out.extend_from_slice(piece);
+            }
+            for &(at, hole) in &self.holes {
+                let at = base + at;
+                match hole {
+                    Hole::Id => put(out, at, &id),
+                    Hole::Created => put(out, at, &created),
+                }
+            }
+        }))
+    }
+}
+
+/// Writes `value` at `at` (inside the buffer, checked when the template was built).
+fn put<const N: usize>(out: &mut [u8], at: usize, value: &[u8; N]) {
+    if let Some(slot) = out
+        .get_mut(at..at + N)
+        .and_then(|s| <&mut [u8; N]>::try_from(s).ok())
+    {
+        *slot = *value;
     }
 }
 
@@ -134,22 +178,22 @@ pub(crate) struct PlainAnswers {
 
 impl PlainAnswers {
     /// Whether `reply` is the plain generated answer this cache serves.
+    #[cfg(test)]
     pub(crate) fn serves(reply: &Reply) -> bool {
         reply.reasoning_chunks == 0 && reply.tool_call.is_none() && reply.script_text.is_none()
     }
 
-    /// The answer to `reply` (a plain one, see [`Self::serves`]): the JSON body, or the whole
-    /// SSE stream as one buffer.
-    pub(crate) fn answer(&self, reply: &Reply, stream: bool) -> Bytes {
+    /// The plain answer of this shape: the JSON body, or the whole SSE stream as one buffer.
+    pub(crate) fn answer(&self, shape: &Shape<'_>) -> Bytes {
         let cached = lock(&self.templates)
             .iter()
-            .find(|t| t.fits(reply, stream))
+            .find(|t| t.fits(shape))
             .cloned();
         let template = match cached {
             Some(t) => t,
             None => {
-                let Some(t) = Template::build(reply, stream).map(Arc::new) else {
-                    return render(reply, stream);
+                let Some(t) = Template::build(shape).map(Arc::new) else {
+                    return render(&shape.reply(), shape.stream);
                 };
                 let mut templates = lock(&self.templates);
                 if templates.len() >= MAX_TEMPLATES {
@@ -159,7 +203,9 @@ impl PlainAnswers {
                 t
             }
         };
-        template.fill().unwrap_or_else(|| render(reply, stream))
+        template
+            .fill()
+            .unwrap_or_else(|| render(&shape.reply(), shape.stream))
     }
 }
 
@@ -167,15 +213,13 @@ impl PlainAnswers {
 mod tests {
     use super::*;
 
-    fn reply(chunks: u32) -> Reply {
-        Reply {
-            model: "chatcmpl-as-a-model-name".to_owned(),
+    fn shape(chunks: u32, stream: bool) -> Shape<'static> {
+        Shape {
+            stream,
+            model: "chatcmpl-as-a-model-name",
             input_tokens: 7,
             chunks,
-            reasoning_chunks: 0,
-            tool_call: None,
             include_usage: true,
-            script_text: None,
         }
     }
 
@@ -190,10 +234,11 @@ mod tests {
     fn cached_answers_equal_fresh_ones_but_for_id_and_time() {
         let cache = PlainAnswers::default();
         for stream in [false, true] {
-            let a = cache.answer(&reply(5), stream);
+            assert!(PlainAnswers::serves(&shape(5, stream).reply()));
+            let a = cache.answer(&shape(5, stream));
             assert!(String::from_utf8_lossy(&a).contains("\"model\":\"chatcmpl-as-a-model-name\""));
-            let b = cache.answer(&reply(5), stream);
-            let fresh = render(&reply(5), stream);
+            let b = cache.answer(&shape(5, stream));
+            let fresh = render(&shape(5, stream).reply(), stream);
             assert_eq!(a.len(), fresh.len());
             let (ia, ib) = (ids_of(&a), ids_of(&b));
             assert!(!ia.is_empty() && ia[0].starts_with("chatcmpl-"));
@@ -220,11 +265,11 @@ mod tests {
     #[test]
     fn shapes_are_kept_apart_and_bounded() {
         let cache = PlainAnswers::default();
-        let short = cache.answer(&reply(1), false);
-        let long = cache.answer(&reply(9), false);
+        let short = cache.answer(&shape(1, false));
+        let long = cache.answer(&shape(9, false));
         assert!(long.len() > short.len());
         for n in 0..(MAX_TEMPLATES as u32 + 5) {
-            let _ = cache.answer(&reply(n), true);
+            let _ = cache.answer(&shape(n, true));
         }
         assert!(lock(&cache.templates).len() <= MAX_TEMPLATES);
     }

@@ -1,8 +1,8 @@
 //! Serving one provider request: route, authenticate, count, pick a fault, and build the
 //! normal or faulted response.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,10 +15,12 @@ use serde_json::Value;
 
 use super::Shared;
 use super::agent::{self, AgentTurn};
-use super::body::{ConnCtl, MockBody, Script, Step};
+use super::arena;
+use super::body::{ConnCtl, MockBody, Script};
 use super::fault::{FaultSpec, MAX_CHUNKS, Route};
 use super::ids;
-use super::plain::PlainAnswers;
+use super::plain;
+use super::scan;
 use super::stats::{InFlightGuard, Outcome, RequestFacts};
 use super::usage_wall;
 use super::wire::{self, ErrorInfo, Frame, Kind, Reply, anthropic, openai, responses};
@@ -38,11 +40,12 @@ const EOF_KEEPALIVES: u32 = 3;
 const JSON: &str = "application/json";
 const SSE: &str = "text/event-stream; charset=utf-8";
 
-/// The fields of a request body the mock looks at; everything else is ignored.
+/// The fields of a request body the mock looks at; everything else is ignored. The model is
+/// borrowed from the body unless it has escapes.
 #[derive(Debug, Default, Deserialize)]
-struct RequestShape {
-    #[serde(default)]
-    model: Option<String>,
+struct RequestShape<'a> {
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -53,6 +56,18 @@ struct RequestShape {
 struct StreamOptions {
     #[serde(default)]
     include_usage: Option<bool>,
+}
+
+impl<'a> From<scan::Fields<'a>> for RequestShape<'a> {
+    fn from(f: scan::Fields<'a>) -> Self {
+        Self {
+            model: f.model.map(Cow::Borrowed),
+            stream: f.stream,
+            stream_options: f.stream_options.map(|o| StreamOptions {
+                include_usage: o.include_usage,
+            }),
+        }
+    }
 }
 
 fn route_of(method: &Method, path: &str) -> Result<Route, StatusCode> {
@@ -103,16 +118,34 @@ const OPENAI_PROCESSING_MS: HeaderName = HeaderName::from_static("openai-process
 
 /// Response headers every reply on `route` carries, as the provider would send them.
 fn provider_headers(route: Route, content_type: &'static str) -> HeaderMap {
+    let mut h = prebuilt_headers(route, content_type);
+    // The request id is the one value built per reply. It replaces the placeholder in place,
+    // so the headers keep the provider's order, and is found by walking the few entries
+    // rather than by hashing its name again.
+    let (name, id) = if route.is_anthropic() {
+        (REQUEST_ID, request_id(&ids::anthropic_request_bytes()))
+    } else {
+        (X_REQUEST_ID, request_id(&ids::openai_request_bytes()))
+    };
+    if let (Some(slot), Some(id)) = (h.iter_mut().find(|(n, _)| **n == name), id) {
+        *slot.1 = id;
+    }
+    h
+}
+
+/// A request id as a header value, its bytes cut from the per-thread buffer.
+fn request_id(id: &[u8]) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(arena::bytes(id.len(), |b| b.extend_from_slice(id))).ok()
+}
+
+/// The provider headers with a placeholder request id, built afresh.
+fn build_headers(route: Route, content_type: &'static str) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(6);
     h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     if route.is_anthropic() {
-        if let Ok(v) = HeaderValue::try_from(ids::anthropic_request()) {
-            h.insert(REQUEST_ID, v);
-        }
+        h.insert(REQUEST_ID, HeaderValue::from_static(""));
     } else {
-        if let Ok(v) = HeaderValue::try_from(ids::openai_request()) {
-            h.insert(X_REQUEST_ID, v);
-        }
+        h.insert(X_REQUEST_ID, HeaderValue::from_static(""));
         h.insert(OPENAI_VERSION, HeaderValue::from_static("2020-10-01"));
         h.insert(OPENAI_PROCESSING_MS, HeaderValue::from_static("1"));
     }
@@ -120,6 +153,29 @@ fn provider_headers(route: Route, content_type: &'static str) -> HeaderMap {
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     }
     h
+}
+
+/// The provider headers of the common replies (JSON and SSE, OpenAI and Anthropic), built
+/// once and cloned per reply: inserting each name hashed it again on every response.
+fn prebuilt_headers(route: Route, content_type: &'static str) -> HeaderMap {
+    static SETS: OnceLock<[HeaderMap; 4]> = OnceLock::new();
+    let sets = SETS.get_or_init(|| {
+        [
+            build_headers(Route::ChatCompletions, JSON),
+            build_headers(Route::ChatCompletions, SSE),
+            build_headers(Route::Messages, JSON),
+            build_headers(Route::Messages, SSE),
+        ]
+    });
+    let base = usize::from(route.is_anthropic()) * 2;
+    let index = match content_type {
+        JSON => base,
+        SSE => base + 1,
+        _ => return build_headers(route, content_type),
+    };
+    sets.get(index)
+        .cloned()
+        .unwrap_or_else(|| build_headers(route, content_type))
 }
 
 fn response(status: StatusCode, headers: HeaderMap, body: MockBody) -> Response<MockBody> {
@@ -185,6 +241,43 @@ fn millis(ms: Option<u64>, default: Duration, cap: Duration) -> Duration {
     ms.map(Duration::from_millis).unwrap_or(default).min(cap)
 }
 
+/// `x-mock-fault` as a header name, so looking it up hashes it without parsing it again.
+const FAULT_HEADER_NAME: HeaderName = HeaderName::from_static(FAULT_HEADER);
+
+/// Counts a request the mock refuses before reading its body.
+fn count_rejected(shared: &Arc<Shared>, headers: HeaderMap) {
+    let guard = shared.stats.begin(&RequestFacts {
+        route: "other",
+        api_key: api_key(&headers),
+        model: None,
+        body: &Bytes::new(),
+    });
+    guard.keep_headers(headers);
+    shared.stats.record(Outcome::Rejected);
+}
+
+/// The fault a request gets: the usage wall's, its `x-mock-fault` header's, or the queue's.
+/// `Err` carries the message for a malformed header.
+fn pick_fault(
+    shared: &Shared,
+    route: Route,
+    key: Option<&str>,
+    model: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Option<Arc<FaultSpec>>, String> {
+    if let Some(walled) = shared.usage_wall.fault_for(route, key, headers) {
+        return Ok(Some(Arc::new(walled)));
+    }
+    match headers.get(FAULT_HEADER_NAME) {
+        Some(raw) => serde_json::from_slice::<FaultSpec>(raw.as_bytes())
+            .map_err(|e| e.to_string())
+            .and_then(|f| f.validate().map(|()| f))
+            .map(|f| Some(Arc::new(f)))
+            .map_err(|e| format!("Invalid {FAULT_HEADER} header: {e}")),
+        None => Ok(shared.faults.take(route, key, model)),
+    }
+}
+
 /// Serves a request to a provider route. `ctl` lets a fault reset the connection.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
@@ -199,15 +292,7 @@ pub(crate) async fn handle(
     }
     if req.uri().path() == Route::Responses.path() && !shared.config.serve_responses {
         // A chat-only server (vLLM's FastAPI router) knows no such route.
-        let facts = RequestFacts {
-            route: "other",
-            api_key: api_key(req.headers()),
-            model: None,
-            headers: req.headers(),
-            body: &Bytes::new(),
-        };
-        let _guard = shared.stats.begin(&facts);
-        shared.stats.record(Outcome::Rejected);
+        count_rejected(&shared, req.into_parts().0.headers);
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
         let body = Bytes::from_static(br#"{"detail":"Not Found"}"#);
@@ -216,16 +301,8 @@ pub(crate) async fn handle(
     let route = match route_of(req.method(), req.uri().path()) {
         Ok(r) => r,
         Err(status) => {
-            let facts = RequestFacts {
-                route: "other",
-                api_key: api_key(req.headers()),
-                model: None,
-                headers: req.headers(),
-                body: &Bytes::new(),
-            };
-            let _guard = shared.stats.begin(&facts);
-            shared.stats.record(Outcome::Rejected);
             let message = format!("Unknown request: {} {}", req.method(), req.uri().path());
+            count_rejected(&shared, req.into_parts().0.headers);
             return error_response(Route::ChatCompletions, status, None, Some(message));
         }
     };
@@ -243,25 +320,35 @@ pub(crate) async fn handle(
     };
 
     let key = api_key(&parts.headers);
-    let parsed: Result<RequestShape, String> = if route == Route::Models {
+    let parsed: Result<RequestShape<'_>, String> = if route == Route::Models {
         Ok(RequestShape::default())
+    } else if let Some(fields) = scan::fields(&body) {
+        Ok(RequestShape::from(fields))
     } else {
         serde_json::from_slice(&body).map_err(|e| format!("Invalid JSON body: {e}"))
     };
     let model = parsed.as_ref().ok().and_then(|s| s.model.as_deref());
-    let guard = shared.stats.begin(&RequestFacts {
-        route: route.label(),
-        api_key: key,
-        model,
-        headers: &parts.headers,
-        body: &body,
-    });
-
     let cfg = &shared.config;
     let authorized = match key {
         None => !cfg.require_key && cfg.valid_keys.is_empty(),
         Some(k) => cfg.valid_keys.is_empty() || cfg.valid_keys.iter().any(|v| v == k),
     };
+    // Everything read from the headers is read before they go to the header history.
+    let fault = if authorized && parsed.is_ok() {
+        pick_fault(&shared, route, key, model, &parts.headers)
+    } else {
+        Ok(None)
+    };
+    let anthropic_models =
+        route == Route::Models && parts.headers.contains_key("anthropic-version");
+    let guard = shared.stats.begin(&RequestFacts {
+        route: route.label(),
+        api_key: key,
+        model,
+        body: &body,
+    });
+    guard.keep_headers(parts.headers);
+
     if !authorized {
         shared.stats.record(Outcome::Rejected);
         return error_response(route, StatusCode::UNAUTHORIZED, None, None);
@@ -273,25 +360,12 @@ pub(crate) async fn handle(
             return error_response(route, StatusCode::BAD_REQUEST, None, Some(message));
         }
     };
-
-    let walled = shared
-        .usage_wall
-        .fault_for(route, key, &parts.headers)
-        .map(Arc::new);
-    let fault = match parts.headers.get(FAULT_HEADER) {
-        _ if walled.is_some() => walled,
-        Some(raw) => match serde_json::from_slice::<FaultSpec>(raw.as_bytes())
-            .map_err(|e| e.to_string())
-            .and_then(|f| f.validate().map(|()| f))
-        {
-            Ok(f) => Some(Arc::new(f)),
-            Err(e) => {
-                shared.stats.record(Outcome::Rejected);
-                let message = format!("Invalid {FAULT_HEADER} header: {e}");
-                return error_response(route, StatusCode::BAD_REQUEST, None, Some(message));
-            }
-        },
-        None => shared.faults.take(route, key, shape.model.as_deref()),
+    let fault = match fault {
+        Ok(f) => f,
+        Err(message) => {
+            shared.stats.record(Outcome::Rejected);
+            return error_response(route, StatusCode::BAD_REQUEST, None, Some(message));
+        }
     };
     shared.stats.record(if fault.is_some() {
         Outcome::Fault
@@ -305,7 +379,7 @@ pub(crate) async fn handle(
     };
     let request = Served {
         route,
-        anthropic_models: parts.headers.contains_key("anthropic-version"),
+        anthropic_models,
         input_tokens: (body.len() as u64 / 4).max(1),
         shape,
         agent,
@@ -316,16 +390,16 @@ pub(crate) async fn handle(
 }
 
 /// A parsed, authorised request about to be answered.
-struct Served {
+struct Served<'a> {
     route: Route,
     anthropic_models: bool,
     input_tokens: u64,
-    shape: RequestShape,
+    shape: RequestShape<'a>,
     /// The scripted agent model's turn, when it plays this request.
     agent: Option<AgentTurn>,
 }
 
-impl Served {
+impl Served<'_> {
     async fn respond(
         self,
         shared: &Shared,
@@ -380,12 +454,63 @@ impl Served {
             return response(status, headers, MockBody::full(wire::serialize(&body)));
         }
 
+        if fault.is_none() && self.agent.is_none() && self.route == Route::ChatCompletions {
+            let guard = match self.plain(status, shared, stream, guard) {
+                Ok(resp) => return resp,
+                Err(guard) => guard,
+            };
+            // Only a plain stream with configured delays gets here; it plays like any other.
+            let reply = self.reply(cfg.chunks, None);
+            return self.stream(status, &reply, shared, ctl, None, stall, guard);
+        }
         let reply = self.reply(cfg.chunks, fault);
         if stream {
             self.stream(status, &reply, shared, ctl, fault, stall, guard)
         } else {
-            self.json(status, &reply, shared, ctl, fault, guard)
+            self.json(status, &reply, ctl, fault, guard)
         }
+    }
+
+    /// The plain Chat Completions answer (no fault, no agent turn) from the cache; `None`
+    /// (with the guard handed back) for a stream with configured delays.
+    fn plain(
+        &self,
+        status: StatusCode,
+        shared: &Shared,
+        stream: bool,
+        guard: InFlightGuard,
+    ) -> Result<Response<MockBody>, InFlightGuard> {
+        let cfg = &shared.config;
+        if stream
+            && !(cfg.first_chunk_delay.min(cfg.max_stall).is_zero()
+                && cfg.chunk_delay.min(cfg.max_stall).is_zero())
+        {
+            return Err(guard);
+        }
+        let bytes = shared.plain.answer(&plain::Shape {
+            stream,
+            model: self.shape.model.as_deref().unwrap_or(DEFAULT_MODEL),
+            input_tokens: self.input_tokens,
+            chunks: cfg.chunks.min(MAX_CHUNKS),
+            include_usage: self.include_usage(),
+        });
+        if stream {
+            // The whole stream as one write; the request stays in flight until it is sent.
+            let headers = provider_headers(self.route, SSE);
+            Ok(response(status, headers, MockBody::stream(bytes, guard)))
+        } else {
+            drop(guard);
+            let headers = provider_headers(self.route, JSON);
+            Ok(response(status, headers, MockBody::full(bytes)))
+        }
+    }
+
+    fn include_usage(&self) -> bool {
+        self.shape
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false)
     }
 
     fn reply(&self, default_chunks: u32, fault: Option<&FaultSpec>) -> Reply {
@@ -404,8 +529,9 @@ impl Served {
             model: self
                 .shape
                 .model
-                .clone()
-                .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+                .as_deref()
+                .unwrap_or(DEFAULT_MODEL)
+                .to_owned(),
             input_tokens: self.input_tokens,
             chunks,
             reasoning_chunks,
@@ -414,12 +540,7 @@ impl Served {
             } else {
                 fault.and_then(|f| f.tool_call.clone())
             },
-            include_usage: self
-                .shape
-                .stream_options
-                .as_ref()
-                .and_then(|o| o.include_usage)
-                .unwrap_or(false),
+            include_usage: self.include_usage(),
             script_text: None,
         }
         .scripted(self.agent.as_ref())
@@ -453,15 +574,11 @@ impl Served {
         &self,
         status: StatusCode,
         reply: &Reply,
-        shared: &Shared,
         ctl: &Arc<ConnCtl>,
         fault: Option<&FaultSpec>,
         guard: InFlightGuard,
     ) -> Response<MockBody> {
         let bytes = match self.route {
-            Route::ChatCompletions if fault.is_none() && PlainAnswers::serves(reply) => {
-                shared.plain.answer(reply, false)
-            }
             Route::Messages => anthropic::message_json(reply),
             Route::Responses => wire::serialize(&responses::response_json(reply)),
             Route::ChatCompletions | Route::Models => openai::chat_json(reply),
@@ -516,17 +633,6 @@ impl Served {
         let mut headers = provider_headers(self.route, SSE);
         apply_fault_headers(&mut headers, fault);
 
-        if fault.is_none()
-            && self.route == Route::ChatCompletions
-            && first_delay.is_zero()
-            && chunk_delay.is_zero()
-            && PlainAnswers::serves(reply)
-        {
-            // The plain stream with no delays: the whole stream as one write, from the cache.
-            let steps = VecDeque::from([Step::Data(shared.plain.answer(reply, true))]);
-            let body = MockBody::scripted(steps, Arc::clone(ctl), Some(guard));
-            return response(status, headers, body);
-        }
         let mut script = Script::default();
         if fault.is_some_and(|f| f.eof_before_content) {
             let keepalive = if self.route.is_anthropic() {

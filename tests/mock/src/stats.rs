@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -134,9 +135,8 @@ impl StatsSnapshot {
     }
 }
 
-/// FNV-1a: the maps are keyed by a handful of short labels and hashed several times per
-/// request; SipHash's flood resistance buys nothing in a test fixture and cost a tenth of the
-/// mock's work per request.
+/// FNV-1a: the maps are keyed by short labels; SipHash's flood resistance buys nothing in a
+/// test fixture and cost a tenth of the mock's work per request.
 #[derive(Default)]
 struct Fnv(u64);
 
@@ -160,11 +160,27 @@ impl Hasher for Fnv {
 
 type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<Fnv>>;
 
+/// Route labels counted, in the order of their counters.
+const ROUTE_LABELS: [&str; 5] = [
+    "chat_completions",
+    "messages",
+    "responses",
+    "models",
+    "other",
+];
+
+fn route_index(label: &str) -> usize {
+    ROUTE_LABELS
+        .iter()
+        .position(|l| *l == label)
+        .unwrap_or(ROUTE_LABELS.len() - 1)
+}
+
 /// A remembered body, kept as received until a snapshot decodes it.
 struct RawBody {
     route: &'static str,
-    api_key: String,
-    model: String,
+    api_key: Arc<str>,
+    model: Arc<str>,
     len: usize,
     body: Bytes,
 }
@@ -174,8 +190,8 @@ impl RawBody {
         let kept = &self.body[..self.body.len().min(cap)];
         RecordedBody {
             route: self.route.to_owned(),
-            api_key: self.api_key.clone(),
-            model: self.model.clone(),
+            api_key: self.api_key.as_ref().to_owned(),
+            model: self.model.as_ref().to_owned(),
             len: self.len,
             body: String::from_utf8_lossy(kept).into_owned(),
             truncated: self.len > cap,
@@ -195,21 +211,109 @@ fn header_pairs(h: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What one key label's in-flight requests share without the stats lock: the guard of a
+/// request ends it with two atomic operations, and its header set goes into the key's ring
+/// without a second lookup.
+#[derive(Default)]
+struct KeyLive {
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+    /// The key's last request header sets, oldest first.
+    headers: Mutex<VecDeque<HeaderMap>>,
+}
+
+/// Counters of one API key label.
+struct KeySlot {
+    /// Requests since the last reset (`by_key`).
+    requests: u64,
+    /// Requests since the last reset per route label (`by_route_key`).
+    by_route: [u64; ROUTE_LABELS.len()],
+    live: Arc<KeyLive>,
+}
+
+impl Default for KeySlot {
+    fn default() -> Self {
+        Self {
+            requests: 0,
+            by_route: [0; ROUTE_LABELS.len()],
+            live: Arc::new(KeyLive::default()),
+        }
+    }
+}
+
+/// Labels (API keys or models) with their values, capped at [`MAX_TRACKED_LABELS`]
+/// distinct ones, beyond which new labels are counted as [`OTHER`]. The last label used is
+/// checked first: a benchmark, and most tests, send one key and one model, and comparing
+/// with it costs less than hashing.
+struct Labels<T> {
+    index: HashMap<Arc<str>, usize>,
+    slots: Vec<(Arc<str>, T)>,
+    last: usize,
+}
+
+impl<T> Default for Labels<T> {
+    fn default() -> Self {
+        Self {
+            index: HashMap::default(),
+            slots: Vec::new(),
+            last: usize::MAX,
+        }
+    }
+}
+
+impl<T: Default> Labels<T> {
+    /// The slot counting `name` (or [`OTHER`] once the cap is reached), created if new.
+    fn slot(&mut self, name: &str) -> &mut (Arc<str>, T) {
+        let hit = matches!(self.slots.get(self.last), Some((n, _)) if **n == *name);
+        if !hit {
+            self.last = self.find_or_insert(name);
+        }
+        // `last` indexes a slot: the one just compared, found or pushed.
+        &mut self.slots[self.last]
+    }
+
+    fn find_or_insert(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let name = if self.slots.len() < MAX_TRACKED_LABELS {
+            name
+        } else {
+            OTHER
+        };
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let label: Arc<str> = Arc::from(name);
+        self.index.insert(Arc::clone(&label), self.slots.len());
+        self.slots.push((label, T::default()));
+        self.slots.len() - 1
+    }
+
+    /// Keeps the slots `keep` accepts, in order.
+    fn retain(&mut self, mut keep: impl FnMut(&mut T) -> bool) {
+        self.slots.retain_mut(|(_, v)| keep(v));
+        self.index = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (Arc::clone(n), i))
+            .collect();
+        self.last = usize::MAX;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &T)> {
+        self.slots.iter().map(|(n, v)| (n.as_ref(), v))
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     requests_total: u64,
-    successes: u64,
-    faults: u64,
-    rejected: u64,
-    by_route: HashMap<&'static str, u64>,
-    by_key: HashMap<String, u64>,
-    by_route_key: HashMap<&'static str, HashMap<String, u64>>,
-    by_model: HashMap<String, u64>,
-    in_flight: u64,
+    by_route: [u64; ROUTE_LABELS.len()],
+    keys: Labels<KeySlot>,
+    models: Labels<u64>,
     max_in_flight: u64,
-    /// Per key: (current, max).
-    in_flight_by_key: HashMap<String, (u64, u64)>,
-    headers: HashMap<String, VecDeque<HeaderMap>>,
     bodies: VecDeque<RawBody>,
     arrivals: VecDeque<Arrival>,
 }
@@ -223,28 +327,16 @@ pub(crate) struct Limits {
     pub(crate) arrival_log: usize,
 }
 
+/// The counters behind [`StatsSnapshot`]. Counting a request takes one uncontended lock;
+/// outcomes, the in-flight gauge and the header rings are kept beside it so that the rest of
+/// a request's life takes no lock and no lookup.
 pub(crate) struct Stats {
     inner: Mutex<Inner>,
+    successes: AtomicU64,
+    faults: AtomicU64,
+    rejected: AtomicU64,
+    in_flight: AtomicU64,
     limits: Limits,
-}
-
-/// Picks the label to count under: the key itself while the map has room, else [`OTHER`].
-fn label<'a, V>(map: &HashMap<String, V>, key: &'a str) -> &'a str {
-    if map.len() < MAX_TRACKED_LABELS || map.contains_key(key) {
-        key
-    } else {
-        OTHER
-    }
-}
-
-fn bump(map: &mut HashMap<String, u64>, key: &str) {
-    let key = label(map, key);
-    match map.get_mut(key) {
-        Some(n) => *n += 1,
-        None => {
-            map.insert(key.to_owned(), 1);
-        }
-    }
 }
 
 /// Request details handed to [`Stats::begin`].
@@ -252,7 +344,6 @@ pub(crate) struct RequestFacts<'a> {
     pub(crate) route: &'static str,
     pub(crate) api_key: Option<&'a str>,
     pub(crate) model: Option<&'a str>,
-    pub(crate) headers: &'a HeaderMap,
     pub(crate) body: &'a Bytes,
 }
 
@@ -260,30 +351,21 @@ impl Stats {
     pub(crate) fn new(limits: Limits) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
+            successes: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
             limits,
         }
     }
 
-    /// Counts a request and marks it in flight until the returned guard drops.
+    /// Counts a request and marks it in flight until the returned guard drops. Its header
+    /// set is handed over afterwards with [`InFlightGuard::keep_headers`], once nothing
+    /// borrows from it any more.
     pub(crate) fn begin(self: &Arc<Self>, facts: &RequestFacts<'_>) -> InFlightGuard {
         let key = facts.api_key.unwrap_or(NO_KEY);
         let model = facts.model.unwrap_or(NO_MODEL);
-        // Take what is remembered before taking the lock: reference-counted clones, decoded
-        // only by a snapshot.
-        let header_set = (self.limits.header_history > 0).then(|| facts.headers.clone());
-        let body = (self.limits.body_history > 0).then(|| RawBody {
-            route: facts.route,
-            api_key: key.to_owned(),
-            model: model.to_owned(),
-            len: facts.body.len(),
-            // A body over the capture limit is cut now, so the ring never pins a large buffer.
-            body: if facts.body.len() > self.limits.body_capture_limit {
-                Bytes::copy_from_slice(&facts.body[..self.limits.body_capture_limit])
-            } else {
-                facts.body.clone()
-            },
-        });
-
+        let route = route_index(facts.route);
         let arrival = (self.limits.arrival_log > 0).then(|| Arrival {
             epoch_ms: epoch_ms(),
             route: facts.route.to_owned(),
@@ -300,34 +382,49 @@ impl Stats {
             }
             inner.arrivals.push_back(arrival);
         }
-        *inner.by_route.entry(facts.route).or_insert(0) += 1;
-        bump(&mut inner.by_key, key);
-        bump(inner.by_route_key.entry(facts.route).or_default(), key);
-        bump(&mut inner.by_model, model);
-
-        inner.in_flight += 1;
-        inner.max_in_flight = inner.max_in_flight.max(inner.in_flight);
-        let key_label = label(&inner.in_flight_by_key, key).to_owned();
-        let slot = inner
-            .in_flight_by_key
-            .entry(key_label.clone())
-            .or_insert((0, 0));
-        slot.0 += 1;
-        slot.1 = slot.1.max(slot.0);
-
-        if let Some(set) = header_set {
-            let ring_key = label(&inner.headers, key);
-            if !inner.headers.contains_key(ring_key) {
-                inner.headers.insert(ring_key.to_owned(), VecDeque::new());
-            }
-            if let Some(ring) = inner.headers.get_mut(ring_key) {
-                if ring.len() >= self.limits.header_history {
-                    ring.pop_front();
-                }
-                ring.push_back(set);
-            }
+        if let Some(n) = inner.by_route.get_mut(route) {
+            *n += 1;
         }
-        if let Some(body) = body {
+        let (key_label, slot) = inner.keys.slot(key);
+        slot.requests += 1;
+        if let Some(n) = slot.by_route.get_mut(route) {
+            *n += 1;
+        }
+        let live = Arc::clone(&slot.live);
+        let key_label = Arc::clone(key_label);
+        let (model_label, count) = inner.models.slot(model);
+        *count += 1;
+        let model_label = Arc::clone(model_label);
+
+        let in_flight = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        inner.max_in_flight = inner.max_in_flight.max(in_flight);
+        let key_in_flight = live.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        live.max_in_flight
+            .fetch_max(key_in_flight, Ordering::Relaxed);
+
+        if self.limits.body_history > 0 {
+            // The labels are the key and model themselves unless the caps folded them into
+            // `(other)`; the body records the real ones.
+            let label_or = |label: Arc<str>, real: &str| {
+                if *label == *real {
+                    label
+                } else {
+                    Arc::from(real)
+                }
+            };
+            let body = RawBody {
+                route: facts.route,
+                api_key: label_or(key_label, key),
+                model: label_or(model_label, model),
+                len: facts.body.len(),
+                // A body over the capture limit is cut now, so the ring never pins a large
+                // buffer.
+                body: if facts.body.len() > self.limits.body_capture_limit {
+                    Bytes::copy_from_slice(&facts.body[..self.limits.body_capture_limit])
+                } else {
+                    facts.body.clone()
+                },
+            };
             if inner.bodies.len() >= self.limits.body_history {
                 inner.bodies.pop_front();
             }
@@ -335,45 +432,43 @@ impl Stats {
         }
         InFlightGuard {
             stats: Arc::clone(self),
-            key: key_label,
+            live,
         }
     }
 
-    /// Counts a request that never got as far as [`Stats::begin`] (for example one whose body
-    /// could not be read), so it still shows up as rejected.
+    /// Counts what became of a request (also one that never got as far as
+    /// [`Stats::begin`], for example one whose body could not be read).
     pub(crate) fn record(&self, outcome: Outcome) {
-        let mut inner = lock(&self.inner);
-        match outcome {
-            Outcome::Normal => inner.successes += 1,
-            Outcome::Fault => inner.faults += 1,
-            Outcome::Rejected => inner.rejected += 1,
-        }
-    }
-
-    fn end(&self, key: &str) {
-        let mut inner = lock(&self.inner);
-        inner.in_flight = inner.in_flight.saturating_sub(1);
-        if let Some(slot) = inner.in_flight_by_key.get_mut(key) {
-            slot.0 = slot.0.saturating_sub(1);
-        }
+        let counter = match outcome {
+            Outcome::Normal => &self.successes,
+            Outcome::Fault => &self.faults,
+            Outcome::Rejected => &self.rejected,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Zeroes the counters and histories. Requests still in flight stay counted as in flight
     /// (so the gauge stays right when they finish) and become the new maxima.
     pub(crate) fn reset(&self) {
         let mut inner = lock(&self.inner);
-        let in_flight = inner.in_flight;
-        let mut by_key = std::mem::take(&mut inner.in_flight_by_key);
-        by_key.retain(|_, slot| slot.0 > 0);
-        for slot in by_key.values_mut() {
-            slot.1 = slot.0;
-        }
+        let in_flight = self.in_flight.load(Ordering::Relaxed);
+        let mut keys = std::mem::take(&mut inner.keys);
+        keys.retain(|slot| {
+            let now = slot.live.in_flight.load(Ordering::Relaxed);
+            slot.requests = 0;
+            slot.by_route = [0; ROUTE_LABELS.len()];
+            slot.live.max_in_flight.store(now, Ordering::Relaxed);
+            lock(&slot.live.headers).clear();
+            now > 0
+        });
         *inner = Inner {
-            in_flight,
             max_in_flight: in_flight,
-            in_flight_by_key: by_key,
+            keys,
             ..Inner::default()
         };
+        for counter in [&self.successes, &self.faults, &self.rejected] {
+            counter.store(0, Ordering::Relaxed);
+        }
     }
 
     /// The arrival log, oldest first (empty unless `arrival_log` is set).
@@ -383,43 +478,48 @@ impl Stats {
 
     pub(crate) fn snapshot(&self, pending_faults: usize) -> StatsSnapshot {
         let inner = lock(&self.inner);
-        let owned = |m: &HashMap<String, u64>| -> BTreeMap<String, u64> {
-            m.iter().map(|(k, v)| (k.clone(), *v)).collect()
+        let keys = || inner.keys.iter();
+        let per_key = |value: &dyn Fn(&KeySlot) -> u64, only_counted: bool| {
+            keys()
+                .map(|(k, slot)| (k.to_owned(), value(slot)))
+                .filter(|(_, n)| !only_counted || *n > 0)
+                .collect::<BTreeMap<String, u64>>()
         };
+        let mut by_route = BTreeMap::new();
+        let mut by_route_key = BTreeMap::new();
+        for (i, label) in ROUTE_LABELS.iter().enumerate() {
+            let n = inner.by_route.get(i).copied().unwrap_or(0);
+            if n > 0 {
+                by_route.insert((*label).to_owned(), n);
+                let counts = per_key(&|s| s.by_route.get(i).copied().unwrap_or(0), true);
+                by_route_key.insert((*label).to_owned(), counts);
+            }
+        }
+        let mut recent_headers = BTreeMap::new();
+        for (k, slot) in keys() {
+            let ring = lock(&slot.live.headers);
+            if !ring.is_empty() {
+                recent_headers.insert(k.to_owned(), ring.iter().map(header_pairs).collect());
+            }
+        }
         StatsSnapshot {
             requests_total: inner.requests_total,
-            successes: inner.successes,
-            faults: inner.faults,
-            rejected: inner.rejected,
-            by_route: inner
-                .by_route
+            successes: self.successes.load(Ordering::Relaxed),
+            faults: self.faults.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            by_route,
+            by_key: per_key(&|s| s.requests, true),
+            by_route_key,
+            by_model: inner
+                .models
                 .iter()
-                .map(|(k, v)| ((*k).to_owned(), *v))
+                .map(|(k, n)| (k.to_owned(), *n))
                 .collect(),
-            by_key: owned(&inner.by_key),
-            by_route_key: inner
-                .by_route_key
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), owned(v)))
-                .collect(),
-            by_model: owned(&inner.by_model),
-            in_flight: inner.in_flight,
+            in_flight: self.in_flight.load(Ordering::Relaxed),
             max_in_flight: inner.max_in_flight,
-            in_flight_by_key: inner
-                .in_flight_by_key
-                .iter()
-                .map(|(k, v)| (k.clone(), v.0))
-                .collect(),
-            max_in_flight_by_key: inner
-                .in_flight_by_key
-                .iter()
-                .map(|(k, v)| (k.clone(), v.1))
-                .collect(),
-            recent_headers: inner
-                .headers
-                .iter()
-                .map(|(k, v)| (k.clone(), v.iter().map(header_pairs).collect()))
-                .collect(),
+            in_flight_by_key: per_key(&|s| s.live.in_flight.load(Ordering::Relaxed), false),
+            max_in_flight_by_key: per_key(&|s| s.live.max_in_flight.load(Ordering::Relaxed), false),
+            recent_headers,
             recent_bodies: inner
                 .bodies
                 .iter()
@@ -441,12 +541,29 @@ fn epoch_ms() -> u64 {
 /// away) takes the request out of the gauge.
 pub(crate) struct InFlightGuard {
     stats: Arc<Stats>,
-    key: String,
+    live: Arc<KeyLive>,
+}
+
+impl InFlightGuard {
+    /// Remembers the request's header set in its key's ring. The map is moved, not copied:
+    /// hyper builds one per request, and the ring is its last owner.
+    pub(crate) fn keep_headers(&self, headers: HeaderMap) {
+        let cap = self.stats.limits.header_history;
+        if cap == 0 {
+            return;
+        }
+        let mut ring = lock(&self.live.headers);
+        if ring.len() >= cap {
+            ring.pop_front();
+        }
+        ring.push_back(headers);
+    }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.stats.end(&self.key);
+        self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.live.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -463,14 +580,19 @@ mod tests {
         }))
     }
 
-    fn facts<'a>(key: Option<&'a str>, h: &'a HeaderMap, b: &'a Bytes) -> RequestFacts<'a> {
+    fn facts<'a>(key: Option<&'a str>, b: &'a Bytes) -> RequestFacts<'a> {
         RequestFacts {
             route: "chat_completions",
             api_key: key,
             model: Some("m"),
-            headers: h,
             body: b,
         }
+    }
+
+    fn begin(s: &Arc<Stats>, key: Option<&str>, h: &HeaderMap, b: &Bytes) -> InFlightGuard {
+        let g = s.begin(&facts(key, b));
+        g.keep_headers(h.clone());
+        g
     }
 
     #[test]
@@ -478,9 +600,9 @@ mod tests {
         let s = stats();
         let h = HeaderMap::new();
         let b = Bytes::from_static(b"0123456789");
-        let g1 = s.begin(&facts(Some("k"), &h, &b));
-        let g2 = s.begin(&facts(Some("k"), &h, &b));
-        let g3 = s.begin(&facts(None, &h, &b));
+        let g1 = begin(&s, Some("k"), &h, &b);
+        let g2 = begin(&s, Some("k"), &h, &b);
+        let g3 = begin(&s, None, &h, &b);
         drop(g1);
         let snap = s.snapshot(0);
         assert_eq!(snap.in_flight_by_key["k"], 1);
@@ -503,6 +625,8 @@ mod tests {
         assert_eq!(snap.requests_total, 0);
         assert_eq!(snap.in_flight, 2);
         assert_eq!(snap.max_in_flight_by_key["k"], 1);
+        assert!(snap.by_key.is_empty() && snap.by_route.is_empty());
+        assert!(snap.recent_headers.is_empty() && snap.recent_bodies.is_empty());
         drop((g2, g3));
         let snap = s.snapshot(0);
         assert_eq!(snap.in_flight, 0);
@@ -516,10 +640,65 @@ mod tests {
         let b = Bytes::new();
         for i in 0..(MAX_TRACKED_LABELS + 5) {
             let key = format!("k{i}");
-            drop(s.begin(&facts(Some(&key), &h, &b)));
+            drop(begin(&s, Some(&key), &h, &b));
         }
         let snap = s.snapshot(0);
         assert_eq!(snap.by_key.len(), MAX_TRACKED_LABELS + 1);
         assert_eq!(snap.by_key[OTHER], 5);
+        assert_eq!(
+            snap.by_route_key["chat_completions"].len(),
+            MAX_TRACKED_LABELS + 1
+        );
+        assert_eq!(snap.in_flight_by_key.len(), MAX_TRACKED_LABELS + 1);
+        assert_eq!(snap.recent_headers[OTHER].len(), 2);
+        // The body history keeps the real key, not the label it was counted under.
+        let last = format!("k{}", MAX_TRACKED_LABELS + 4);
+        assert_eq!(
+            snap.recent_bodies.last().map(|b| b.api_key.as_str()),
+            Some(last.as_str())
+        );
+    }
+
+    #[test]
+    fn interleaved_keys_and_models_count_apart() {
+        let s = stats();
+        let h = HeaderMap::new();
+        let b = Bytes::new();
+        let mut guards = Vec::new();
+        for (key, model, route) in [
+            ("a", "m1", "chat_completions"),
+            ("b", "m2", "messages"),
+            ("a", "m2", "messages"),
+            ("a", "m1", "other"),
+        ] {
+            let g = s.begin(&RequestFacts {
+                route,
+                api_key: Some(key),
+                model: Some(model),
+                body: &b,
+            });
+            g.keep_headers(h.clone());
+            guards.push(g);
+        }
+        s.record(Outcome::Normal);
+        s.record(Outcome::Rejected);
+        let snap = s.snapshot(3);
+        assert_eq!((snap.by_key["a"], snap.by_key["b"]), (3, 1));
+        assert_eq!((snap.by_model["m1"], snap.by_model["m2"]), (2, 2));
+        assert_eq!(snap.by_route["messages"], 2);
+        assert_eq!(snap.by_route["other"], 1);
+        assert!(!snap.by_route.contains_key("responses"));
+        assert_eq!(snap.by_route_key["messages"]["a"], 1);
+        assert_eq!(snap.by_route_key["messages"]["b"], 1);
+        assert!(!snap.by_route_key["chat_completions"].contains_key("b"));
+        assert_eq!((snap.in_flight, snap.max_in_flight), (4, 4));
+        assert_eq!(snap.max_in_flight_by_key["a"], 3);
+        drop(guards);
+        let snap = s.snapshot(3);
+        assert_eq!((snap.in_flight, snap.max_in_flight), (0, 4));
+        assert_eq!(snap.in_flight_by_key["a"], 0);
+        assert_eq!((snap.successes, snap.rejected, snap.faults), (1, 1, 0));
+        assert_eq!(snap.recent_headers["a"].len(), 2);
+        assert_eq!(snap.pending_faults, 3);
     }
 }
