@@ -18,7 +18,9 @@
 #              is pinned to core 0, oha (and the responder behind the node) to core 1.
 # The ratios node/minimal are printed against the targets (JSON ≤ 3.0×, SSE ≤ 2.5×), then a
 # second table splits each CPU figure into user and system time: the node's system time alone
-# over the bare server's whole CPU is the floor its ratio cannot go below.
+# over the bare server's whole CPU is the floor its ratio cannot go below. A third table puts
+# the mock's plain path beside the bare server (issue 21's baseline: within 10 %), in CPU per
+# request and in req/s from the same oha runs.
 # --repeat runs the whole table R times; --cpu-only skips callgrind (instruction counts do
 # not change between repeats of one build). Results go to DIR (default results/cpu-TIMESTAMP).
 set -euo pipefail
@@ -46,8 +48,8 @@ while (($#)); do
 	--repeat) REPEAT=$2; shift ;;
 	--cpu-only) CPU_ONLY=true ;;
 	--out) OUT=$2; shift ;;
-	-h | --help) sed -n 2,23p "$0"; exit 0 ;;
-	*) sed -n 2,23p "$0" >&2; exit 2 ;;
+	-h | --help) sed -n 2,25p "$0"; exit 0 ;;
+	*) sed -n 2,25p "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -142,6 +144,7 @@ cpu_us() { # pid url model stream tag
 	after=$(ticks "$1")
 	sys_after=$(sys_ticks "$1")
 	python3 -c "print(f'{($sys_after - $sys_before) / $TICK / $REQUESTS * 1e6:.1f}')" >"$OUT/sys-$5.txt"
+	python3 -c "import json; print(round(json.load(open('$OUT/oha-$5.json'))['summary']['requestsPerSec']))" >"$OUT/rps-$5.txt"
 	python3 -c "print(f'{($after - $before) / $TICK / $REQUESTS * 1e6:.1f}')" | tee "$OUT/cpu-$5.txt"
 }
 
@@ -226,4 +229,24 @@ PY
 		done
 	done
 } | tee "$OUT/floor.md"
+
+# The baseline (item 1 of issue 21): the mock's plain path against the bare server, each
+# pinned alone to one core, in CPU per request and in req/s at `oha -c 4` from the same runs.
+{
+	echo
+	echo "| run | body | minimal req/s | mock req/s | mock ÷ minimal (req/s) | minimal CPU µs/req | mock CPU µs/req | mock ÷ minimal (CPU) |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|"
+	for ((run = 1; run <= REPEAT; run++)); do
+		for kind in json sse; do
+			python3 - "$run" "$kind" "$(cat "$OUT/rps-$run-$kind-minimal.txt")" "$(cat "$OUT/rps-$run-$kind-mock.txt")" \
+				"${R[$run,$kind,minimal,cpu]}" "${R[$run,$kind,mock,cpu]}" <<'PY'
+import sys
+run, kind, mr, orr, mc, oc = sys.argv[1:]
+mr, orr, mc, oc = int(mr), int(orr), float(mc), float(oc)
+label = "JSON" if kind == "json" else "SSE, 20 chunks"
+print(f"| {run} | {label} | {mr:,} | {orr:,} | {orr / mr:.2f}× | {mc:.1f} | {oc:.1f} | {oc / mc:.2f}× |")
+PY
+		done
+	done
+} | tee -a "$OUT/table.md"
 echo "results: $OUT"
