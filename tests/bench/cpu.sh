@@ -8,7 +8,8 @@
 #   minimal  switchyard-mock-minimal answering directly (the baseline: a bare hyper server),
 #   mock     switchyard-mock-upstream answering directly (its plain path, no faults),
 #   node     switchyard-node, base config with require_api_key = true and the default access
-#            log, in front of the minimal responder.
+#            log, in front of the minimal responder; measured again in redis mode against a
+#            redis-server the script starts (a fourth table: redis against embedded).
 # Two figures per process:
 #   instr/req  instructions per request, counted by callgrind (tests/bench/callgrind.sh,
 #              --cg-requests, default 2000): independent of machine load;
@@ -63,6 +64,8 @@ OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
 mkdir -p "$OUT"
 TICK=$(getconf CLK_TCK)
 CLIENT_KEY=sk-bench-client-not-a-secret
+REDIS_BIN=$(command -v redis-server || true)
+[[ -n $REDIS_BIN ]] || { echo "cpu.sh: redis-server is required (the node's redis mode is measured too)" >&2; exit 1; }
 
 
 # The process measured gets core SERVER_CORE to itself; oha (and the responder behind the
@@ -102,10 +105,23 @@ start_upstream() { # bin name core -> sets UP_ADDR, UP_PID
 	exit 1
 }
 
-start_node() { # upstream addr -> sets NODE_PORT, NODE_PID
-	local admin
+# A redis-server of our own on a free port, on the load's core (the node's core stays its own).
+start_redis() { # -> sets REDIS_URL
+	local port
+	read -r port < <(python3 "$HELPER" free-ports 1)
+	pin_to "$LOAD_CORE"
+	"${PINNED[@]}" "$REDIS_BIN" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+		>"$OUT/redis.log" 2>&1 &
+	PIDS+=("$!")
+	wait_port "$port"
+	REDIS_URL="redis://127.0.0.1:$port/0"
+}
+
+start_node() { # upstream addr [redis url] -> sets NODE_PORT, NODE_PID
+	local admin kind=base mode=()
 	read -r NODE_PORT admin < <(python3 "$HELPER" free-ports 2)
-	python3 "$HELPER" config base "$OUT/node.toml" --upstream "$1" --require-key \
+	[[ -n ${2:-} ]] && kind=redis mode=(--redis-url "$2")
+	python3 "$HELPER" config "$kind" "$OUT/node.toml" --upstream "$1" --require-key "${mode[@]}" \
 		--listen "127.0.0.1:$NODE_PORT" --admin "127.0.0.1:$admin" >/dev/null
 	pin_to "$SERVER_CORE"
 	"${PINNED[@]}" env -u RUST_LOG BENCH_UPSTREAM_KEY=sk-bench-not-a-secret BENCH_CLIENT_KEY=$CLIENT_KEY \
@@ -169,6 +185,12 @@ for ((run = 1; run <= REPEAT; run++)); do
 		start_upstream "$MINIMAL_BIN" minimal "$LOAD_CORE"
 		start_node "$UP_ADDR"
 		R[$run,$kind,node,cpu]=$(cpu_us "$NODE_PID" "http://127.0.0.1:$NODE_PORT/v1/chat/completions" mock/bench-model $stream "$run-$kind-node")
+		cleanup
+		# The same node in redis mode (cluster state through a redis-server of our own).
+		start_upstream "$MINIMAL_BIN" minimal "$LOAD_CORE"
+		start_redis
+		start_node "$UP_ADDR" "$REDIS_URL"
+		R[$run,$kind,redis,cpu]=$(cpu_us "$NODE_PID" "http://127.0.0.1:$NODE_PORT/v1/chat/completions" mock/bench-model $stream "$run-$kind-redis")
 		cleanup
 		start_upstream "$MOCK_BIN" mock "$SERVER_CORE"
 		R[$run,$kind,mock,cpu]=$(cpu_us "$UP_PID" "http://$UP_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-mock")
@@ -245,6 +267,23 @@ run, kind, mr, orr, mc, oc = sys.argv[1:]
 mr, orr, mc, oc = int(mr), int(orr), float(mc), float(oc)
 label = "JSON" if kind == "json" else "SSE, 20 chunks"
 print(f"| {run} | {label} | {mr:,} | {orr:,} | {orr / mr:.2f}× | {mc:.1f} | {oc:.1f} | {oc / mc:.2f}× |")
+PY
+		done
+	done
+} | tee -a "$OUT/table.md"
+# Redis mode against embedded (item 5 of issue 21: within 5 %), in CPU per request.
+{
+	echo
+	echo "| run | body | node embedded CPU µs/req | node redis CPU µs/req | redis ÷ embedded | redis ÷ minimal |"
+	echo "|---|---|---:|---:|---:|---:|"
+	for ((run = 1; run <= REPEAT; run++)); do
+		for kind in json sse; do
+			python3 - "$run" "$kind" "${R[$run,$kind,node,cpu]}" "${R[$run,$kind,redis,cpu]}" "${R[$run,$kind,minimal,cpu]}" <<'PY'
+import sys
+run, kind, ec, rc, mc = sys.argv[1:]
+ec, rc, mc = float(ec), float(rc), float(mc)
+label = "JSON" if kind == "json" else "SSE, 20 chunks"
+print(f"| {run} | {label} | {ec:.1f} | {rc:.1f} | {rc / ec:.2f}× | {rc / mc:.2f}× |")
 PY
 		done
 	done
