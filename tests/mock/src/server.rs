@@ -271,21 +271,15 @@ mod tests {
             idle_timeout: Duration::from_millis(80),
             ..MockConfig::default()
         };
-        let Ok(mock) = MockUpstream::start(config).await else {
-            return;
-        };
+        let mock = MockUpstream::start(config).await.expect("mock starts");
         let body = r#"{"model":"m","messages":[]}"#;
         let slow = format!(
             "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
              x-mock-fault: {{\"latency_before_headers_ms\":600}}\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
-        let (Ok(mut busy), Ok(mut idle)) = (
-            TcpStream::connect(mock.addr()).await,
-            TcpStream::connect(mock.addr()).await,
-        ) else {
-            return;
-        };
+        let mut busy = TcpStream::connect(mock.addr()).await.expect("connects");
+        let mut idle = TcpStream::connect(mock.addr()).await.expect("connects");
         assert!(busy.write_all(slow.as_bytes()).await.is_ok());
         // A connection that never sends a request is closed: EOF, no response.
         assert_eq!(
