@@ -92,8 +92,9 @@ impl KeyStore {
 /// every call.
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
-/// The key from `Authorization: Bearer` or `x-api-key`, if any.
-pub fn presented_key(headers: &HeaderMap) -> Option<String> {
+/// The key from `Authorization: Bearer` or `x-api-key`, if any, borrowed from the headers
+/// (it is only hashed, so it is never copied).
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
     if let Some(v) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         let v = v.trim();
         let token = v
@@ -102,13 +103,13 @@ pub fn presented_key(headers: &HeaderMap) -> Option<String> {
             .unwrap_or(v)
             .trim();
         if !token.is_empty() {
-            return Some(token.to_owned());
+            return Some(token);
         }
     }
     headers
         .get(X_API_KEY)
         .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim().to_owned())
+        .map(str::trim)
         .filter(|s| !s.is_empty())
 }
 
