@@ -110,15 +110,9 @@ if [[ $TARGET == node ]]; then
 	kind=base
 	node_env=()
 	if $REDIS; then
-		REDIS_BIN=$(command -v redis-server || true)
-		[[ -n $REDIS_BIN ]] || { echo "callgrind.sh: --redis needs redis-server" >&2; exit 1; }
-		read -r redis_port < <(python3 "$HELPER" free-ports 1)
-		"$REDIS_BIN" --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
-			>"$OUT/redis.log" 2>&1 &
-		PIDS+=("$!")
-		wait_port "$redis_port"
+		start_redis "$OUT/redis.log"
 		kind=redis
-		key_flag+=(--redis-url "redis://127.0.0.1:$redis_port/0")
+		key_flag+=(--redis-url "$REDIS_URL")
 	fi
 	if [[ -n $TRACES ]]; then
 		read -r sink_port < <(python3 "$HELPER" free-ports 1)

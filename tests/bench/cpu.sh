@@ -64,8 +64,7 @@ OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
 mkdir -p "$OUT"
 TICK=$(getconf CLK_TCK)
 CLIENT_KEY=sk-bench-client-not-a-secret
-REDIS_BIN=$(command -v redis-server || true)
-[[ -n $REDIS_BIN ]] || { echo "cpu.sh: redis-server is required (the node's redis mode is measured too)" >&2; exit 1; }
+command -v redis-server >/dev/null || { echo "cpu.sh: redis-server is required (the node's redis mode is measured too)" >&2; exit 1; }
 
 
 # The process measured gets core SERVER_CORE to itself; oha (and the responder behind the
@@ -103,18 +102,6 @@ start_upstream() { # bin name core -> sets UP_ADDR, UP_PID
 	done
 	echo "cpu.sh: $2 did not start" >&2
 	exit 1
-}
-
-# A redis-server of our own on a free port, on the load's core (the node's core stays its own).
-start_redis() { # -> sets REDIS_URL
-	local port
-	read -r port < <(python3 "$HELPER" free-ports 1)
-	pin_to "$LOAD_CORE"
-	"${PINNED[@]}" "$REDIS_BIN" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-		>"$OUT/redis.log" 2>&1 &
-	PIDS+=("$!")
-	wait_port "$port"
-	REDIS_URL="redis://127.0.0.1:$port/0"
 }
 
 start_node() { # upstream addr [redis url] -> sets NODE_PORT, NODE_PID
@@ -188,7 +175,9 @@ for ((run = 1; run <= REPEAT; run++)); do
 		cleanup
 		# The same node in redis mode (cluster state through a redis-server of our own).
 		start_upstream "$MINIMAL_BIN" minimal "$LOAD_CORE"
-		start_redis
+		# redis-server on the load's core: the node's core stays its own.
+		pin_to "$LOAD_CORE"
+		start_redis "$OUT/redis.log" "${PINNED[@]}"
 		start_node "$UP_ADDR" "$REDIS_URL"
 		R[$run,$kind,redis,cpu]=$(cpu_us "$NODE_PID" "http://127.0.0.1:$NODE_PORT/v1/chat/completions" mock/bench-model $stream "$run-$kind-redis")
 		cleanup

@@ -27,3 +27,18 @@ wait_port() {
 	echo "${BENCH_NAME:-bench}: nothing listens on port $1" >&2
 	exit 1
 }
+
+# start_redis LOG [PREFIX...]: a redis-server of the script's own on a free port, nothing kept
+# on disk, started through PREFIX (for example `taskset -c 1`); sets REDIS_URL. Needs HELPER
+# (bench.py) for the free port.
+start_redis() {
+	local log=$1 bin port
+	shift
+	bin=$(command -v redis-server || true)
+	[[ -n $bin ]] || { echo "${BENCH_NAME:-bench}: redis-server is required" >&2; exit 1; }
+	read -r port < <(python3 "$HELPER" free-ports 1)
+	"$@" "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no >"$log" 2>&1 &
+	PIDS+=("$!")
+	wait_port "$port"
+	REDIS_URL="redis://127.0.0.1:$port/0"
+}
