@@ -9,14 +9,16 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use switchyard_shared::classify::TransportFailure;
+
+use super::pooled::PooledBody;
 
 /// A response body from the upstream.
 #[derive(Debug)]
 pub enum RespBody {
-    /// From the direct (hyper) client.
-    Direct(Incoming),
+    /// From the direct (hyper) client, over a pooled connection.
+    Direct(PooledBody),
     /// From the reqwest client used behind a proxy.
     Proxied(reqwest::Body),
 }
@@ -29,7 +31,7 @@ impl RespBody {
     ) -> Poll<Option<Result<Bytes, TransportError>>> {
         loop {
             let frame = match self {
-                Self::Direct(body) => match Pin::new(body).poll_frame(cx) {
+                Self::Direct(body) => match body.poll_frame(cx) {
                     Poll::Ready(Some(Ok(frame))) => frame,
                     Poll::Ready(Some(Err(e))) => {
                         return Poll::Ready(Some(Err(TransportError::Body(e))));
@@ -61,8 +63,12 @@ impl RespBody {
 /// A failure on the wire, before or after the response head.
 #[derive(Debug)]
 pub enum TransportError {
+    /// The direct client could not connect (TCP or TLS, within the connect timeout).
+    Connect(Box<dyn std::error::Error + Send + Sync>),
     /// The direct client could not send the request or read the head.
-    Send(hyper_util::client::legacy::Error),
+    Send(hyper::Error),
+    /// The request's URI was not absolute (endpoints are checked when parsed, so a bug).
+    NotAbsolute,
     /// The direct client's body read failed.
     Body(hyper::Error),
     /// Anything from the proxied client.
@@ -73,13 +79,12 @@ impl TransportError {
     /// The failure in classification terms, with a short message (never the URL).
     pub fn classify(&self) -> (TransportFailure, &'static str) {
         match self {
-            Self::Send(e) if e.is_connect() && timed_out(e) => {
+            Self::Connect(e) if timed_out(e.as_ref()) => {
                 (TransportFailure::Timeout, "connect timeout")
             }
-            Self::Send(e) if e.is_connect() => {
-                (TransportFailure::ConnectRefused, "connect refused")
-            }
+            Self::Connect(_) => (TransportFailure::ConnectRefused, "connect refused"),
             Self::Send(_) => (TransportFailure::ConnectionReset, "connection reset"),
+            Self::NotAbsolute => (TransportFailure::ConnectRefused, "invalid upstream request"),
             Self::Body(e) if e.is_timeout() => (TransportFailure::Timeout, "upstream timeout"),
             Self::Body(_) => (
                 TransportFailure::ConnectionReset,

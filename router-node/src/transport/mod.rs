@@ -6,6 +6,11 @@
 
 mod body;
 mod client;
+mod idle;
+mod pooled;
 
 pub use body::{RespBody, TransportError};
 pub use client::{BuildError, UpstreamClient, build_client, parse_endpoint};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! The direct client against a raw HTTP/1.1 server on a real socket: what goes on the wire,
+//! and when a connection is reused, dropped or replaced.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use switchyard_shared::classify::TransportFailure;
+use switchyard_shared::config::ProviderTimeouts;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{RespBody, TransportError, UpstreamClient, build_client};
+
+/// How the server answers on a connection.
+#[derive(Clone, Copy)]
+enum Script {
+    /// A short JSON answer, keep-alive, then the next request.
+    KeepAlive,
+    /// One answer, then the server closes the connection while the client holds it idle.
+    CloseAfterOne,
+    /// A chunked answer's first chunk, then nothing more for 5 s.
+    Stall,
+}
+
+/// What the server saw: connections accepted and each request's head.
+#[derive(Default)]
+struct Seen {
+    connections: usize,
+    heads: Vec<String>,
+}
+
+async fn server(script: Script) -> (u16, Arc<Mutex<Seen>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let shared = seen.clone();
+    tokio::spawn(async move {
+        for _ in 0..64 {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            shared.lock().unwrap().connections += 1;
+            tokio::spawn(serve(socket, script, shared.clone()));
+        }
+    });
+    (port, seen)
+}
+
+async fn serve(mut socket: TcpStream, script: Script, seen: Arc<Mutex<Seen>>) {
+    let mut buf = Vec::new();
+    for _ in 0..64 {
+        let Some(end) = read_head(&mut socket, &mut buf).await else {
+            return;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        buf.drain(..end);
+        seen.lock().unwrap().heads.push(head);
+        match script {
+            Script::KeepAlive | Script::CloseAfterOne => {
+                let body = r#"{"ok":true}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if socket.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                if let Script::CloseAfterOne = script {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    return;
+                }
+            }
+            Script::Stall => {
+                let answer = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n6\r\ndata: \r\n";
+                let _ = socket.write_all(answer.as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Reads until a request head is complete; its length, or `None` when the peer closed.
+async fn read_head(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+    let mut chunk = [0u8; 4096];
+    for _ in 0..1000 {
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(at + 4);
+        }
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    None
+}
+
+fn client() -> UpstreamClient {
+    build_client(&ProviderTimeouts::default()).unwrap()
+}
+
+fn get(port: u16, path: &str) -> Request<Bytes> {
+    Request::get(format!("http://127.0.0.1:{port}{path}"))
+        .body(Bytes::new())
+        .unwrap()
+}
+
+async fn read_all(body: &mut RespBody) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(chunk) = body.next_chunk().await {
+        out.extend_from_slice(&chunk.unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn requests_go_out_in_origin_form_with_a_host_and_reuse_one_connection() {
+    let (port, seen) = server(Script::KeepAlive).await;
+    let client = client();
+    for _ in 0..3 {
+        let mut resp = client.send(get(port, "/v1/models?x=1")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(read_all(resp.body_mut()).await, br#"{"ok":true}"#);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.connections, 1,
+        "one kept-alive connection carried all three"
+    );
+    assert_eq!(seen.heads.len(), 3);
+    let head = seen.heads[0].to_ascii_lowercase();
+    assert!(
+        head.starts_with("get /v1/models?x=1 http/1.1\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")),
+        "{head}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_dropped_before_its_end_does_not_give_its_connection_back() {
+    let (port, seen) = server(Script::Stall).await;
+    let client = client();
+    for _ in 0..2 {
+        let mut resp = client.send(get(port, "/v1/stream")).await.unwrap();
+        let first = resp.body_mut().next_chunk().await.unwrap().unwrap();
+        assert_eq!(&first[..], b"data: ");
+        drop(resp);
+    }
+    assert_eq!(seen.lock().unwrap().connections, 2);
+}
+
+#[tokio::test]
+async fn a_connection_the_server_closed_while_idle_is_replaced() {
+    let (port, seen) = server(Script::CloseAfterOne).await;
+    let client = client();
+    for round in 0..3 {
+        let mut resp = client.send(get(port, "/v1/models")).await.unwrap();
+        assert_eq!(
+            read_all(resp.body_mut()).await,
+            br#"{"ok":true}"#,
+            "{round}"
+        );
+        drop(resp);
+        // Let the server close the idle connection before the next request.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.connections, 3);
+    assert_eq!(seen.heads.len(), 3);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connect_failure() {
+    // A port nothing listens on: bind one, then close it.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let err = client().send(get(port, "/v1/models")).await.unwrap_err();
+    assert!(matches!(err, TransportError::Connect(_)), "{err:?}");
+    assert_eq!(err.classify().0, TransportFailure::ConnectRefused);
+}
