@@ -7,6 +7,7 @@
 mod body;
 mod client;
 mod idle;
+mod io;
 mod pooled;
 
 pub use body::{RespBody, TransportError};

@@ -33,6 +33,7 @@ use tower_service::Service;
 
 use super::body::TransportError;
 use super::idle::{IdleSet, PoolKey, Reusable};
+use super::io::UpstreamIo;
 
 /// Idle pooled connections are closed after this long.
 pub(super) const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -131,7 +132,9 @@ impl Direct {
             .call(target.clone())
             .await
             .map_err(TransportError::Connect)?;
-        let (sender, conn) = http1::handshake(io).await.map_err(TransportError::Send)?;
+        let (sender, conn) = http1::handshake(UpstreamIo::from(io))
+            .await
+            .map_err(TransportError::Send)?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "upstream connection ended with an error");
