@@ -186,3 +186,19 @@ async fn a_refused_connection_is_a_connect_failure() {
     assert!(matches!(err, TransportError::Connect(_)), "{err:?}");
     assert_eq!(err.classify().0, TransportFailure::ConnectRefused);
 }
+
+#[tokio::test]
+async fn a_connection_task_holds_its_connection_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let io = super::io::UpstreamIo::Plain(hyper_util::rt::TokioIo::new(tcp));
+    let (_sender, conn) =
+        hyper::client::conn::http1::handshake::<_, http_body_util::Full<Bytes>>(io)
+            .await
+            .unwrap();
+    let alone = std::mem::size_of_val(&conn);
+    let task = super::pooled::watched(conn);
+    let wrapped = std::mem::size_of_val(&task);
+    assert!(wrapped <= alone + 16, "{wrapped} > {alone} + 16");
+}
