@@ -42,7 +42,8 @@ const PROXY_VARS: [&str; 6] = [
     "all_proxy",
 ];
 
-/// The upstream client of a connection: a cheap handle to a shared pool.
+/// The upstream client of a connection: a cheap handle; its connections are pooled per
+/// worker thread.
 #[derive(Clone, Debug)]
 pub struct UpstreamClient {
     direct: Direct,

@@ -14,4 +14,6 @@ pub use body::{RespBody, TransportError};
 pub use client::{BuildError, UpstreamClient, build_client, parse_endpoint};
 
 #[cfg(test)]
+pub(crate) mod test_wire;
+#[cfg(test)]
 mod tests;

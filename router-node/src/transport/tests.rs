@@ -8,9 +8,10 @@ use bytes::Bytes;
 use http::Request;
 use switchyard_shared::classify::TransportFailure;
 use switchyard_shared::config::ProviderTimeouts;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
+use super::test_wire::{Seen, read_request};
 use super::{RespBody, TransportError, UpstreamClient, build_client};
 
 /// How the server answers on a connection.
@@ -24,17 +25,17 @@ enum Script {
     Stall,
 }
 
-/// What the server saw: connections accepted and each request's head.
+/// What the server saw: connections accepted and each request.
 #[derive(Default)]
-struct Seen {
+struct Log {
     connections: usize,
-    heads: Vec<String>,
+    requests: Vec<Seen>,
 }
 
-async fn server(script: Script) -> (u16, Arc<Mutex<Seen>>) {
+async fn server(script: Script) -> (u16, Arc<Mutex<Log>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Seen::default()));
+    let seen = Arc::new(Mutex::new(Log::default()));
     let shared = seen.clone();
     tokio::spawn(async move {
         for _ in 0..64 {
@@ -48,15 +49,12 @@ async fn server(script: Script) -> (u16, Arc<Mutex<Seen>>) {
     (port, seen)
 }
 
-async fn serve(mut socket: TcpStream, script: Script, seen: Arc<Mutex<Seen>>) {
-    let mut buf = Vec::new();
+async fn serve(mut socket: TcpStream, script: Script, seen: Arc<Mutex<Log>>) {
     for _ in 0..64 {
-        let Some(end) = read_head(&mut socket, &mut buf).await else {
+        let Some(request) = read_request(&mut socket).await else {
             return;
         };
-        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        buf.drain(..end);
-        seen.lock().unwrap().heads.push(head);
+        seen.lock().unwrap().requests.push(request);
         match script {
             Script::KeepAlive | Script::CloseAfterOne => {
                 let body = r#"{"ok":true}"#;
@@ -80,22 +78,6 @@ async fn serve(mut socket: TcpStream, script: Script, seen: Arc<Mutex<Seen>>) {
             }
         }
     }
-}
-
-/// Reads until a request head is complete; its length, or `None` when the peer closed.
-async fn read_head(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
-    let mut chunk = [0u8; 4096];
-    for _ in 0..1000 {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            return Some(at + 4);
-        }
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    None
 }
 
 fn client() -> UpstreamClient {
@@ -130,16 +112,15 @@ async fn requests_go_out_in_origin_form_with_a_host_and_reuse_one_connection() {
         seen.connections, 1,
         "one kept-alive connection carried all three"
     );
-    assert_eq!(seen.heads.len(), 3);
-    let head = seen.heads[0].to_ascii_lowercase();
+    assert_eq!(seen.requests.len(), 3);
+    let first = &seen.requests[0];
     assert!(
-        head.starts_with("get /v1/models?x=1 http/1.1\r\n"),
-        "{head}"
+        first.head.starts_with("GET /v1/models?x=1 HTTP/1.1\n"),
+        "{}",
+        first.head
     );
-    assert!(
-        head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")),
-        "{head}"
-    );
+    let host = format!("127.0.0.1:{port}");
+    assert_eq!(first.header("host"), Some(host.as_str()));
 }
 
 #[tokio::test]
@@ -172,7 +153,7 @@ async fn a_connection_the_server_closed_while_idle_is_replaced() {
     }
     let seen = seen.lock().unwrap();
     assert_eq!(seen.connections, 3);
-    assert_eq!(seen.heads.len(), 3);
+    assert_eq!(seen.requests.len(), 3);
 }
 
 #[tokio::test]

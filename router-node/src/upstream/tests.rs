@@ -25,6 +25,7 @@ use crate::actors::{ConnHandle, ProviderHandle};
 use crate::api::errors::ClientFormat;
 use crate::clock::Clock;
 use crate::state::RequestQueue;
+use crate::transport::test_wire::{Seen, read_request};
 
 // ---- the scripted upstream -----------------------------------------------------------------
 
@@ -38,22 +39,6 @@ enum Step {
 
 fn write(bytes: impl AsRef<[u8]>) -> Step {
     Step::Write(bytes.as_ref().to_vec())
-}
-
-#[derive(Debug)]
-struct Seen {
-    /// Request line and headers, names lower-cased.
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().find_map(|line| {
-            let (n, v) = line.split_once(':')?;
-            (n == name).then(|| v.trim())
-        })
-    }
 }
 
 struct Mock {
@@ -104,42 +89,6 @@ async fn mock(steps: Vec<Step>) -> Mock {
         seen,
         closed,
     }
-}
-
-async fn read_request(sock: &mut TcpStream) -> Option<Seen> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = sock.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head: String = String::from_utf8_lossy(&buf[..head_end])
-        .lines()
-        .map(|line| match line.split_once(':') {
-            Some((n, v)) => format!("{}:{v}\n", n.to_ascii_lowercase()),
-            None => format!("{line}\n"),
-        })
-        .collect();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    let mut body = buf[head_end..].to_vec();
-    while body.len() < len {
-        let n = sock.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(Seen { head, body })
 }
 
 const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
