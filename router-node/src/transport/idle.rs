@@ -46,14 +46,15 @@ impl<C: Reusable> IdleSet<C> {
         }
     }
 
-    /// The most recently returned connection for `key` that is ready and not too old; the
-    /// ones skipped on the way are dropped (closed, expired, or still busy, which a returned
-    /// connection should not be).
-    pub fn take(&mut self, key: &PoolKey, now: Instant) -> Option<C> {
+    /// The most recently returned connection for `key` that is ready and not too old, and
+    /// how long it has been idle; the ones skipped on the way are dropped (closed, expired,
+    /// or still busy, which a returned connection should not be).
+    pub fn take(&mut self, key: &PoolKey, now: Instant) -> Option<(C, Duration)> {
         let list = self.by_key.get_mut(key)?;
         while let Some((conn, since)) = list.pop() {
-            if conn.is_ready() && now.saturating_duration_since(since) < self.idle_for {
-                return Some(conn);
+            let idle = now.saturating_duration_since(since);
+            if conn.is_ready() && idle < self.idle_for {
+                return Some((conn, idle));
             }
         }
         None
@@ -84,6 +85,16 @@ impl<C: Reusable> IdleSet<C> {
     /// No connection is kept.
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
+    }
+
+    /// How many kept connections are ready now, over all keys.
+    #[cfg(test)]
+    pub fn ready(&self) -> usize {
+        self.by_key
+            .values()
+            .flatten()
+            .filter(|(conn, _)| conn.is_ready())
+            .count()
     }
 
     /// How many connections are kept, over all keys.
@@ -140,8 +151,8 @@ mod tests {
         set.put(key("a:1"), Fake::new(1), now);
         set.put(key("a:1"), Fake::new(2), now);
         set.put(key("b:1"), Fake::new(3), now);
-        assert_eq!(set.take(&key("a:1"), now).map(|c| c.id), Some(2));
-        assert_eq!(set.take(&key("a:1"), now).map(|c| c.id), Some(1));
+        assert_eq!(set.take(&key("a:1"), now).map(|c| c.0.id), Some(2));
+        assert_eq!(set.take(&key("a:1"), now).map(|c| c.0.id), Some(1));
         assert!(set.take(&key("a:1"), now).is_none());
         // Same host, other client settings or scheme: not shared.
         let other_client = PoolKey {
@@ -154,7 +165,7 @@ mod tests {
         };
         assert!(set.take(&other_client, now).is_none());
         assert!(set.take(&other_scheme, now).is_none());
-        assert_eq!(set.take(&key("b:1"), now).map(|c| c.id), Some(3));
+        assert_eq!(set.take(&key("b:1"), now).map(|c| c.0.id), Some(3));
     }
 
     #[test]
@@ -187,7 +198,7 @@ mod tests {
             set.put(key("a:1"), Fake::new(id), now);
         }
         assert_eq!(set.len(), 2);
-        assert_eq!(set.take(&key("a:1"), now).map(|c| c.id), Some(3));
+        assert_eq!(set.take(&key("a:1"), now).map(|c| c.0.id), Some(3));
     }
 
     #[test]
@@ -205,7 +216,12 @@ mod tests {
         dies.closed.set(true);
         set.sweep(now + idle_for);
         assert_eq!(set.len(), 1, "a:1 expired, the closed one is gone");
-        assert_eq!(set.take(&key("b:1"), now + idle_for).map(|c| c.id), Some(2));
+        // Taken with how long it sat idle.
+        assert_eq!(
+            set.take(&key("b:1"), now + idle_for)
+                .map(|(c, idle)| (c.id, idle)),
+            Some((2, Duration::from_secs(30)))
+        );
         set.sweep(now + idle_for);
         assert!(set.is_empty());
     }

@@ -12,7 +12,9 @@
 //! What the old client did and this keeps: keep-alive per scheme and authority, a 90 s idle
 //! timeout, at most [`POOL_MAX_IDLE_PER_HOST`] idle connections per host (here per thread),
 //! and a request hyper hands back unsent on a reused connection (the peer closed it while it
-//! was idle) goes out again on another one.
+//! was idle) goes out again on another one. Added: a connection idle for a while gets one
+//! turn of the runtime before reuse, so that a close the server sent meanwhile is read
+//! before hyper writes a request into it.
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -40,6 +42,9 @@ use super::io::UpstreamIo;
 pub(super) const POOL_IDLE: Duration = Duration::from_secs(90);
 /// At most this many idle connections are kept per host and thread.
 pub(super) const POOL_MAX_IDLE_PER_HOST: usize = 1024;
+/// A connection idle this long gets one turn of the runtime to notice a close before reuse;
+/// busier ones are reused at once (under load, connections sit idle for microseconds).
+const CHECK_AFTER_IDLE: Duration = Duration::from_millis(250);
 /// How often a worker thread drops what expired while it had nothing to send.
 const SWEEP_EVERY: Duration = Duration::from_secs(15);
 
@@ -104,7 +109,17 @@ impl Direct {
         // Reused connections first. A request hyper hands back unsent (the connection closed
         // while idle) goes to the next one; each try takes one connection out of the set, so
         // the loop ends.
-        while let Some(mut sender) = take_idle(&key) {
+        while let Some((mut sender, idle)) = take_idle(&key) {
+            if idle >= CHECK_AFTER_IDLE {
+                // A close that arrived since this thread last read its sockets is not seen
+                // yet, and hyper would write the request into it and fail it as incomplete
+                // (servers close idle connections: uvicorn after 5 s, nginx after 75 s).
+                // One turn of the runtime lets the connection's task read it first.
+                tokio::task::yield_now().await;
+                if !sender.is_ready() {
+                    continue;
+                }
+            }
             match sender.try_send_request(req).await {
                 Ok(resp) => return Ok(with_return(resp, sender, key)),
                 Err(mut e) => match e.take_message() {
@@ -162,8 +177,14 @@ fn host_header(key: &PoolKey) -> Result<HeaderValue, TransportError> {
     HeaderValue::from_str(value).map_err(|_| TransportError::NotAbsolute)
 }
 
-/// An idle connection for `key` from this thread's set.
-fn take_idle(key: &PoolKey) -> Option<Sender> {
+/// How many idle connections this thread's set holds that would be handed out now.
+#[cfg(test)]
+pub(super) fn idle_ready() -> usize {
+    IDLE.with_borrow(|idle| idle.ready())
+}
+
+/// An idle connection for `key` from this thread's set, and how long it was idle.
+fn take_idle(key: &PoolKey) -> Option<(Sender, Duration)> {
     IDLE.try_with(|idle| idle.borrow_mut().take(key, Instant::now()))
         .ok()
         .flatten()

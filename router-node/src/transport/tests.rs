@@ -183,3 +183,71 @@ async fn a_connection_task_holds_its_connection_once() {
     let wrapped = std::mem::size_of_val(&task);
     assert!(wrapped <= alone + 16, "{wrapped} > {alone} + 16");
 }
+
+/// A connection the server closed while it sat idle, the close not yet read by this thread
+/// when the next request comes: without a look first, hyper writes the request into the
+/// closed connection and fails it as incomplete (a "connection reset" against a healthy
+/// upstream). The close is made to land exactly there by blocking this current-thread
+/// runtime while the server closes, so the connection's task cannot run before the request
+/// takes the connection.
+#[tokio::test(flavor = "current_thread")]
+async fn a_close_not_yet_read_is_seen_before_an_idle_connection_is_reused() {
+    use std::io::{Read, Write};
+    use std::sync::mpsc;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (close_tx, close_rx) = mpsc::channel::<()>();
+    let (closed_tx, closed_rx) = mpsc::channel::<()>();
+    let answer = |socket: &mut std::net::TcpStream| {
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).unwrap();
+            assert!(n > 0, "the client closed before a whole request");
+            got.extend_from_slice(&buf[..n]);
+        }
+        let body = r#"{"ok":true}"#;
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        socket.write_all(head.as_bytes()).unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let (mut first, _) = listener.accept().unwrap();
+        seen.push(answer(&mut first));
+        close_rx.recv().unwrap();
+        drop(first);
+        closed_tx.send(()).unwrap();
+        let (mut second, _) = listener.accept().unwrap();
+        seen.push(answer(&mut second));
+        seen
+    });
+
+    let client = client();
+    let mut resp = client.send(get(port, "/v1/first")).await.unwrap();
+    assert_eq!(read_all(resp.body_mut()).await, br#"{"ok":true}"#);
+    drop(resp);
+    assert_eq!(
+        super::pooled::idle_ready(),
+        1,
+        "the first connection is back in the pool"
+    );
+
+    // The server closes the idle connection while this thread blocks (no `.await`): the
+    // connection's task has not read the FIN when the next request takes the connection.
+    close_tx.send(()).unwrap();
+    closed_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(super::pooled::idle_ready(), 1, "the close is not seen yet");
+    let mut resp = client.send(get(port, "/v1/second")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(read_all(resp.body_mut()).await, br#"{"ok":true}"#);
+
+    let seen = server.join().unwrap();
+    assert!(seen[0].starts_with("GET /v1/first "), "{}", seen[0]);
+    assert!(seen[1].starts_with("GET /v1/second "), "{}", seen[1]);
+}
