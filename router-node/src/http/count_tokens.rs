@@ -115,7 +115,7 @@ async fn forward(
         .find(|c| c.api_key.is_some() || provider.config.is_local())?;
     let mut upstream_body = body.clone();
     upstream_body["model"] = Value::from(upstream_model);
-    let uri = crate::transport::parse_endpoint(&format!(
+    let to = crate::transport::Endpoint::parse(&format!(
         "{}/messages/count_tokens",
         provider.config.base_url.trim_end_matches('/')
     ))?;
@@ -126,7 +126,6 @@ async fn forward(
     };
     let mut call = http::Request::new(Bytes::from(serde_json::to_vec(&upstream_body).ok()?));
     *call.method_mut() = http::Method::POST;
-    *call.uri_mut() = uri;
     let headers = call.headers_mut();
     headers.insert(
         http::header::CONTENT_TYPE,
@@ -146,7 +145,7 @@ async fn forward(
         headers.insert("x-api-key", value);
     }
     let call = async {
-        let mut resp = conn.client.send(call).await.ok()?;
+        let mut resp = conn.client.send(&to, call).await.ok()?;
         let status = resp.status().as_u16();
         // A server without the route (many Anthropic-compatible ones): estimate instead.
         if status == 404 || status == 405 {

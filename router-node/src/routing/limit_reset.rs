@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::actors::ConnHandle;
-use crate::transport::parse_endpoint;
+use crate::transport::Endpoint;
 use crate::usage_wall::reset::{self, ResetOutcome};
 
 /// Each call's ceiling: a reset that cannot be had quickly is not worth holding the request.
@@ -50,14 +50,13 @@ pub async fn claim(conn: &ConnHandle, base_url: &str, organization: &str) -> Res
 
 /// One call with the connection's token; the body of a 2xx answer, `None` otherwise.
 async fn call(conn: &ConnHandle, method: http::Method, url: &str, body: Bytes) -> Option<Vec<u8>> {
-    let Some(uri) = parse_endpoint(url) else {
+    let Some(to) = Endpoint::parse(url) else {
         tracing::warn!(connection = %conn.id, %url, "session-limit reset URL is not valid");
         return None;
     };
     let json = !body.is_empty();
     let mut request = http::Request::new(body);
     *request.method_mut() = method;
-    *request.uri_mut() = uri;
     let headers = request.headers_mut();
     headers.insert("anthropic-beta", http::HeaderValue::from_static(OAUTH_BETA));
     if json {
@@ -72,7 +71,7 @@ async fn call(conn: &ConnHandle, method: http::Method, url: &str, body: Bytes) -
         headers.insert(http::header::AUTHORIZATION, value);
     }
     let exchange = async {
-        let mut response = match conn.client.send(request).await {
+        let mut response = match conn.client.send(&to, request).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(connection = %conn.id, error = e.classify().1, "session-limit reset call failed");

@@ -67,8 +67,6 @@ pub enum TransportError {
     Connect(Box<dyn std::error::Error + Send + Sync>),
     /// The direct client could not send the request or read the head.
     Send(hyper::Error),
-    /// The request's URI was not absolute (endpoints are checked when parsed, so a bug).
-    NotAbsolute,
     /// The direct client's body read failed.
     Body(hyper::Error),
     /// Anything from the proxied client.
@@ -84,7 +82,6 @@ impl TransportError {
             }
             Self::Connect(_) => (TransportFailure::ConnectRefused, "connect refused"),
             Self::Send(_) => (TransportFailure::ConnectionReset, "connection reset"),
-            Self::NotAbsolute => (TransportFailure::ConnectRefused, "invalid upstream request"),
             Self::Body(e) if e.is_timeout() => (TransportFailure::Timeout, "upstream timeout"),
             Self::Body(_) => (
                 TransportFailure::ConnectionReset,

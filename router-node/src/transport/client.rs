@@ -25,12 +25,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, Uri};
+use http::{Request, Response};
 use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use switchyard_shared::config::ProviderTimeouts;
 
 use super::body::{RespBody, TransportError};
+use super::endpoint::Endpoint;
 use super::pooled::{Direct, POOL_IDLE, POOL_MAX_IDLE_PER_HOST};
 /// The environment variables through which reqwest picked up a proxy.
 const PROXY_VARS: [&str; 6] = [
@@ -83,14 +84,20 @@ pub fn build_client(timeouts: &ProviderTimeouts) -> Result<UpstreamClient, Build
 }
 
 impl UpstreamClient {
-    /// Sends `req` and returns the response head; the body streams from [`RespBody`].
-    pub async fn send(&self, req: Request<Bytes>) -> Result<Response<RespBody>, TransportError> {
+    /// Sends `req` (its method, headers and body; any URI it holds is replaced) to `to` and
+    /// returns the response head; the body streams from [`RespBody`].
+    pub async fn send(
+        &self,
+        to: &Endpoint,
+        mut req: Request<Bytes>,
+    ) -> Result<Response<RespBody>, TransportError> {
         match &self.via_proxy {
             None => {
-                let resp = self.direct.send(req).await?;
+                let resp = self.direct.send(to, req).await?;
                 Ok(resp.map(RespBody::Direct))
             }
             Some(client) => {
+                *req.uri_mut() = to.uri().clone();
                 let req = reqwest::Request::try_from(req).map_err(TransportError::Proxied)?;
                 let resp = client.execute(req).await.map_err(TransportError::Proxied)?;
                 Ok(http::Response::<reqwest::Body>::from(resp).map(RespBody::Proxied))
@@ -118,17 +125,6 @@ fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth())
-}
-
-/// An upstream endpoint as a request URI: absolute, `http` or `https`, with a host. Credentials
-/// in the authority (`user:pass@host`) are refused rather than silently dropped: credentials
-/// belong in the connection's key.
-pub fn parse_endpoint(url: &str) -> Option<Uri> {
-    let uri: Uri = url.parse().ok()?;
-    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
-    let authority = uri.authority()?;
-    let host_ok = !authority.host().is_empty() && !authority.as_str().contains('@');
-    (scheme_ok && host_ok).then_some(uri)
 }
 
 fn proxy_in_environment() -> bool {
@@ -163,26 +159,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_must_be_absolute_http_urls_without_credentials() {
-        let uri = parse_endpoint("https://api.example.com:8443/v1/chat/completions").unwrap();
-        assert_eq!(uri.host(), Some("api.example.com"));
-        assert_eq!(uri.port_u16(), Some(8443));
-        assert_eq!(uri.path(), "/v1/chat/completions");
-        assert!(parse_endpoint("http://127.0.0.1:9/v1/messages").is_some());
-        for bad in [
-            "api.example.com/v1/chat/completions",
-            "/v1/chat/completions",
-            "ftp://api.example.com/v1",
-            "https://user:secret@api.example.com/v1",
-            "https:///v1",
-            "not a url",
-            "",
-        ] {
-            assert!(parse_endpoint(bad).is_none(), "{bad}");
-        }
-    }
-
-    #[test]
     fn a_proxy_is_named_by_any_non_empty_proxy_variable() {
         assert!(!names_a_proxy(|_| None));
         assert!(!names_a_proxy(|_| Some("".into())));
@@ -202,8 +178,8 @@ mod tests {
         let client = build_client(&ProviderTimeouts::default()).unwrap();
         let mut req = Request::new(Bytes::from_static(b"{}"));
         *req.method_mut() = http::Method::POST;
-        *req.uri_mut() = parse_endpoint(&format!("http://{addr}/v1/chat/completions")).unwrap();
-        let err = client.send(req).await.unwrap_err();
+        let to = Endpoint::parse(&format!("http://{addr}/v1/chat/completions")).unwrap();
+        let err = client.send(&to, req).await.unwrap_err();
         assert_eq!(
             err.classify(),
             (

@@ -6,12 +6,14 @@
 
 mod body;
 mod client;
+mod endpoint;
 mod idle;
 mod io;
 mod pooled;
 
 pub use body::{RespBody, TransportError};
-pub use client::{BuildError, UpstreamClient, build_client, parse_endpoint};
+pub use client::{BuildError, UpstreamClient, build_client};
+pub use endpoint::Endpoint;
 
 #[cfg(test)]
 pub(crate) mod test_wire;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::header::HOST;
-use http::{HeaderValue, Request, Response, Uri};
+use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -35,6 +35,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
 use super::body::TransportError;
+use super::endpoint::Endpoint;
 use super::idle::{IdleSet, PoolKey, Reusable};
 use super::io::UpstreamIo;
 
@@ -84,26 +85,23 @@ impl Direct {
         }
     }
 
-    /// Sends `req` (an absolute `http` or `https` URI) and returns the response head.
-    pub async fn send(&self, req: Request<Bytes>) -> Result<Response<PooledBody>, TransportError> {
+    /// Sends `req` to `to` and returns the response head.
+    pub async fn send(
+        &self,
+        to: &Endpoint,
+        req: Request<Bytes>,
+    ) -> Result<Response<PooledBody>, TransportError> {
         let (mut parts, body) = req.into_parts();
-        let target = parts.uri.clone();
         let key = PoolKey {
             client: self.id,
-            https: target.scheme_str() == Some("https"),
-            authority: target
-                .authority()
-                .cloned()
-                .ok_or(TransportError::NotAbsolute)?,
+            https: to.https(),
+            authority: to.authority().clone(),
         };
         if !parts.headers.contains_key(HOST) {
-            parts.headers.insert(HOST, host_header(&key)?);
+            parts.headers.insert(HOST, to.host().clone());
         }
         // HTTP/1.1 requests name the path only; the host went into `Host`.
-        parts.uri = target
-            .path_and_query()
-            .cloned()
-            .map_or_else(|| Uri::from_static("/"), Uri::from);
+        parts.uri = to.origin().clone();
         let mut req = Request::from_parts(parts, Full::new(body));
 
         // Reused connections first. A request hyper hands back unsent (the connection closed
@@ -131,7 +129,7 @@ impl Direct {
         // Boxed: connecting holds the TLS stream and hyper's handshake inline, several KiB
         // that would otherwise widen every request's future (and the copy into its box) for
         // a step that pooled requests skip.
-        let mut sender = Box::pin(self.connect(&target)).await?;
+        let mut sender = Box::pin(self.connect(to.uri())).await?;
         match sender.try_send_request(req).await {
             Ok(resp) => Ok(with_return(resp, sender, key)),
             Err(e) => Err(TransportError::Send(e.into_error())),
@@ -165,16 +163,6 @@ pub(super) fn watched<F: Future<Output = hyper::Result<()>>>(conn: F) -> impl Fu
             tracing::debug!(error = %e, "upstream connection ended with an error");
         }
     })
-}
-
-/// `Host` as hyper-util wrote it: the host, and the port unless it is the scheme's default.
-fn host_header(key: &PoolKey) -> Result<HeaderValue, TransportError> {
-    let default_port = if key.https { 443 } else { 80 };
-    let value = match key.authority.port_u16() {
-        Some(port) if port != default_port => key.authority.as_str(),
-        _ => key.authority.host(),
-    };
-    HeaderValue::from_str(value).map_err(|_| TransportError::NotAbsolute)
 }
 
 /// How many idle connections this thread's set holds that would be handed out now.

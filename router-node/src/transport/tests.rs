@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::test_wire::{Seen, read_request};
-use super::{RespBody, TransportError, UpstreamClient, build_client};
+use super::{Endpoint, RespBody, TransportError, UpstreamClient, build_client};
 
 /// How the server answers on a connection.
 #[derive(Clone, Copy)]
@@ -84,10 +84,17 @@ fn client() -> UpstreamClient {
     build_client(&ProviderTimeouts::default()).unwrap()
 }
 
-fn get(port: u16, path: &str) -> Request<Bytes> {
-    Request::get(format!("http://127.0.0.1:{port}{path}"))
-        .body(Bytes::new())
-        .unwrap()
+/// A GET of `path` on the server at `port`: the endpoint, and the request to send there.
+fn get(port: u16, path: &str) -> (Endpoint, Request<Bytes>) {
+    let to = Endpoint::parse(&format!("http://127.0.0.1:{port}{path}")).unwrap();
+    (to, Request::get("/").body(Bytes::new()).unwrap())
+}
+
+async fn send(
+    client: &UpstreamClient,
+    (to, req): (Endpoint, Request<Bytes>),
+) -> Result<http::Response<RespBody>, TransportError> {
+    client.send(&to, req).await
 }
 
 async fn read_all(body: &mut RespBody) -> Vec<u8> {
@@ -103,7 +110,7 @@ async fn requests_go_out_in_origin_form_with_a_host_and_reuse_one_connection() {
     let (port, seen) = server(Script::KeepAlive).await;
     let client = client();
     for _ in 0..3 {
-        let mut resp = client.send(get(port, "/v1/models?x=1")).await.unwrap();
+        let mut resp = send(&client, get(port, "/v1/models?x=1")).await.unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(read_all(resp.body_mut()).await, br#"{"ok":true}"#);
     }
@@ -128,7 +135,7 @@ async fn a_body_dropped_before_its_end_does_not_give_its_connection_back() {
     let (port, seen) = server(Script::Stall).await;
     let client = client();
     for _ in 0..2 {
-        let mut resp = client.send(get(port, "/v1/stream")).await.unwrap();
+        let mut resp = send(&client, get(port, "/v1/stream")).await.unwrap();
         let first = resp.body_mut().next_chunk().await.unwrap().unwrap();
         assert_eq!(&first[..], b"data: ");
         drop(resp);
@@ -141,7 +148,7 @@ async fn a_connection_the_server_closed_while_idle_is_replaced() {
     let (port, seen) = server(Script::CloseAfterOne).await;
     let client = client();
     for round in 0..3 {
-        let mut resp = client.send(get(port, "/v1/models")).await.unwrap();
+        let mut resp = send(&client, get(port, "/v1/models")).await.unwrap();
         assert_eq!(
             read_all(resp.body_mut()).await,
             br#"{"ok":true}"#,
@@ -163,7 +170,7 @@ async fn a_refused_connection_is_a_connect_failure() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let err = client().send(get(port, "/v1/models")).await.unwrap_err();
+    let err = send(&client(), get(port, "/v1/models")).await.unwrap_err();
     assert!(matches!(err, TransportError::Connect(_)), "{err:?}");
     assert_eq!(err.classify().0, TransportFailure::ConnectRefused);
 }
@@ -228,7 +235,7 @@ async fn a_close_not_yet_read_is_seen_before_an_idle_connection_is_reused() {
     });
 
     let client = client();
-    let mut resp = client.send(get(port, "/v1/first")).await.unwrap();
+    let mut resp = send(&client, get(port, "/v1/first")).await.unwrap();
     assert_eq!(read_all(resp.body_mut()).await, br#"{"ok":true}"#);
     drop(resp);
     assert_eq!(
@@ -243,7 +250,7 @@ async fn a_close_not_yet_read_is_seen_before_an_idle_connection_is_reused() {
     closed_rx.recv().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(super::pooled::idle_ready(), 1, "the close is not seen yet");
-    let mut resp = client.send(get(port, "/v1/second")).await.unwrap();
+    let mut resp = send(&client, get(port, "/v1/second")).await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(read_all(resp.body_mut()).await, br#"{"ok":true}"#);
 

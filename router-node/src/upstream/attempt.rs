@@ -124,8 +124,8 @@ pub async fn attempt_holding(
             ..f
         })
     };
-    let request = match request::build(&req) {
-        Ok(request) => request,
+    let (to, request) = match request::build(&req) {
+        Ok(built) => built,
         Err(why) => return failed(transport(TransportFailure::ConnectRefused, why.to_owned())),
     };
 
@@ -135,12 +135,13 @@ pub async fn attempt_holding(
     let sent = {
         let _waiting = wait.timer();
         match limit {
-            Some(at) => {
-                tokio::time::timeout_at(clock.instant_at(at).into(), req.conn.client.send(request))
-                    .await
-                    .ok()
-            }
-            None => Some(req.conn.client.send(request).await),
+            Some(at) => tokio::time::timeout_at(
+                clock.instant_at(at).into(),
+                req.conn.client.send(&to, request),
+            )
+            .await
+            .ok(),
+            None => Some(req.conn.client.send(&to, request).await),
         }
     };
     let mut resp = match sent {

@@ -5,6 +5,7 @@
 //! content negotiation and the connection's credential, which is marked sensitive so it
 //! never shows up in debug output.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -19,6 +20,7 @@ pub use crate::actors::handles::endpoint_url;
 use crate::actors::{ConnHandle, ProviderHandle};
 use crate::api::errors::ClientFormat;
 use crate::clock::Clock;
+use crate::transport::Endpoint;
 
 /// The Anthropic API version sent when the client did not name one.
 pub(super) const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -88,7 +90,10 @@ fn bearer(key: &str) -> Option<rh::HeaderValue> {
     rh::HeaderValue::from_maybe_shared(Bytes::from(value)).ok()
 }
 
-pub(super) fn build(req: &AttemptRequest) -> Result<Request<Bytes>, &'static str> {
+/// The request to send to the provider's endpoint for the client's format.
+pub(super) fn build(
+    req: &AttemptRequest,
+) -> Result<(Cow<'_, Endpoint>, Request<Bytes>), &'static str> {
     let config = &req.provider.config;
     let mut headers = HeaderMap::with_capacity(req.forward_headers.len() + 4);
     headers.insert(
@@ -136,18 +141,17 @@ pub(super) fn build(req: &AttemptRequest) -> Result<Request<Bytes>, &'static str
                 .or_insert(rh::HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
         }
     }
-    let uri = match req.provider.endpoint(req.client_format) {
-        Some(uri) => uri.clone(),
-        None => {
-            crate::transport::parse_endpoint(&endpoint_url(&config.base_url, req.client_format))
-                .ok_or("the provider's base URL is not an absolute http(s) URL")?
-        }
+    let to = match req.provider.endpoint(req.client_format) {
+        Some(endpoint) => Cow::Borrowed(endpoint),
+        None => Cow::Owned(
+            Endpoint::parse(&endpoint_url(&config.base_url, req.client_format))
+                .ok_or("the provider's base URL is not an absolute http(s) URL")?,
+        ),
     };
     let mut request = Request::new(req.body.clone());
     *request.method_mut() = Method::POST;
-    *request.uri_mut() = uri;
     *request.headers_mut() = headers;
-    Ok(request)
+    Ok((to, request))
 }
 
 #[cfg(test)]

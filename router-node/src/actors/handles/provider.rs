@@ -16,6 +16,7 @@ use super::tool_limits::{Learned, ToolLimits};
 use crate::actors::ProviderBreakerActor;
 use crate::api::errors::ClientFormat;
 use crate::counters::TransitionCounts;
+use crate::transport::Endpoint;
 
 /// Where the hot path finds a provider's breaker actor: set once at start, replaced only by
 /// the actor's own supervision after a panic (see `actors::breaker`).
@@ -109,9 +110,9 @@ pub struct ProviderHandle {
     pub actor: BreakerSlot,
     /// Breaker transitions so far (exported as `switchyard_breaker_transitions_total`).
     pub transitions: TransitionCounts,
-    /// Upstream endpoints parsed once (chat, responses, messages), so a request clones a URI
-    /// (reference counts only) instead of parsing one.
-    endpoints: [Option<http::Uri>; 3],
+    /// Upstream endpoints parsed once (chat, responses, messages), so a request neither
+    /// parses a URI nor builds its `Host` value.
+    endpoints: [Option<Endpoint>; 3],
     /// The quota preflight's thresholds for this provider's connections; `None` when
     /// `[quota_preflight]` is off.
     pub quota_preflight: Option<Thresholds>,
@@ -130,7 +131,7 @@ impl ProviderHandle {
             ClientFormat::OpenAiResponses,
             ClientFormat::Anthropic,
         ]
-        .map(|f| crate::transport::parse_endpoint(&endpoint_url(&config.base_url, f)));
+        .map(|f| Endpoint::parse(&endpoint_url(&config.base_url, f)));
         Self {
             idx,
             id: Arc::from(config.id.as_str()),
@@ -213,7 +214,7 @@ impl ProviderHandle {
     }
 
     /// The parsed upstream endpoint for a client format (`None` if the base URL is invalid).
-    pub fn endpoint(&self, format: ClientFormat) -> Option<&http::Uri> {
+    pub fn endpoint(&self, format: ClientFormat) -> Option<&Endpoint> {
         let i = match format {
             ClientFormat::OpenAiChat => 0,
             ClientFormat::OpenAiResponses => 1,
