@@ -137,11 +137,11 @@ pub async fn attempt_holding(
         match limit {
             Some(at) => tokio::time::timeout_at(
                 clock.instant_at(at).into(),
-                req.conn.client.send(&to, request),
+                req.conn.client.send(to, request),
             )
             .await
             .ok(),
-            None => Some(req.conn.client.send(&to, request).await),
+            None => Some(req.conn.client.send(to, request).await),
         }
     };
     let mut resp = match sent {

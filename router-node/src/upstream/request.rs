@@ -5,7 +5,6 @@
 //! content negotiation and the connection's credential, which is marked sensitive so it
 //! never shows up in debug output.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -91,9 +90,7 @@ fn bearer(key: &str) -> Option<rh::HeaderValue> {
 }
 
 /// The request to send to the provider's endpoint for the client's format.
-pub(super) fn build(
-    req: &AttemptRequest,
-) -> Result<(Cow<'_, Endpoint>, Request<Bytes>), &'static str> {
+pub(super) fn build(req: &AttemptRequest) -> Result<(&Endpoint, Request<Bytes>), &'static str> {
     let config = &req.provider.config;
     let mut headers = HeaderMap::with_capacity(req.forward_headers.len() + 4);
     headers.insert(
@@ -141,13 +138,11 @@ pub(super) fn build(
                 .or_insert(rh::HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
         }
     }
-    let to = match req.provider.endpoint(req.client_format) {
-        Some(endpoint) => Cow::Borrowed(endpoint),
-        None => Cow::Owned(
-            Endpoint::parse(&endpoint_url(&config.base_url, req.client_format))
-                .ok_or("the provider's base URL is not an absolute http(s) URL")?,
-        ),
-    };
+    // Parsed with the provider: `None` only for a base URL that did not parse then either.
+    let to = req
+        .provider
+        .endpoint(req.client_format)
+        .ok_or("the provider's base URL is not an absolute http(s) URL")?;
     let mut request = Request::new(req.body.clone());
     *request.method_mut() = Method::POST;
     *request.headers_mut() = headers;
