@@ -44,13 +44,14 @@ pub(super) fn whole<'a, T>(
 /// [`whole`], but strings that are only skipped may hold escapes (validated as serde does
 /// when it ignores a string). Strings the caller reads ([`Scanner::string`]), keys included,
 /// still defer when they hold one.
+///
+/// UTF-8 is checked where it can occur: the walker accepts bytes above ASCII only inside
+/// strings, and [`Scanner::plain_run`] validates each run that holds one. A separate pass over
+/// the whole document first cost as much as the walk.
 pub(super) fn whole_escaped<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<T> {
-    if std::str::from_utf8(data).is_err() {
-        return None;
-    }
     let mut s = Scanner { data, pos: 0 };
     s.ws();
     let out = value(&mut s)?;
@@ -88,14 +89,17 @@ impl<'a> Scanner<'a> {
         Some(body)
     }
 
-    /// The bytes up to the next quote or backslash, which must not be control characters.
-    /// memchr finds the end, so a long string costs a vectorised pass rather than a loop
-    /// over its bytes.
+    /// The bytes up to the next quote or backslash, which must not be control characters and
+    /// must be UTF-8. memchr finds the end, so a long string costs a vectorised pass rather
+    /// than a loop over its bytes; one more vectorised pass looks for any byte outside
+    /// printable ASCII, and only a run with one is checked byte by byte.
     fn plain_run(&mut self) -> Option<&'a [u8]> {
         let rest = self.data.get(self.pos..)?;
         let end = memchr::memchr2(b'"', b'\\', rest)?;
         let run = rest.get(..end)?;
-        if run.iter().fold(false, |bad, &c| bad | (c < 0x20)) {
+        if run.iter().fold(false, |odd, &c| odd | !(0x20..0x80).contains(&c))
+            && (run.iter().any(|&c| c < 0x20) || std::str::from_utf8(run).is_err())
+        {
             return None;
         }
         self.pos += end;
