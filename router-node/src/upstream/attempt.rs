@@ -32,7 +32,7 @@ use http::Response;
 use switchyard_shared::Millis;
 use switchyard_shared::classify::{self, TransportFailure};
 use switchyard_shared::sse::{
-    EventKind, SseItem, SseParser, StreamAbort, StreamWatch, Usage, inspect_item,
+    EventKind, SseItem, SseParser, StreamAbort, StreamInspector, StreamWatch, Usage,
 };
 
 use super::body::{self, MAX_ERROR_BODY_BYTES, MAX_JSON_BODY_BYTES, ReadLimits, ReadStop};
@@ -352,7 +352,7 @@ pub(super) fn aborted(abort: StreamAbort, kept: Vec<(String, String)>) -> Attemp
 pub(super) fn tap_chunk(
     parser: &mut SseParser,
     watch: &mut StreamWatch,
-    format: switchyard_shared::sse::Format,
+    inspector: &mut StreamInspector,
     chunk: &[u8],
     now: Millis,
     mut error_data: Option<&mut Option<String>>,
@@ -360,7 +360,7 @@ pub(super) fn tap_chunk(
     watch.on_chunk(now);
     let mut abort = None;
     parser.feed(chunk, &mut |item: SseItem<'_>| {
-        let info = inspect_item(format, &item);
+        let info = inspector.inspect_item(&item);
         if info.kind == EventKind::Error
             && let Some(slot) = error_data.as_deref_mut()
             && slot.is_none()

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use http::Response;
 use switchyard_shared::Millis;
 use switchyard_shared::classify::TransportFailure;
-use switchyard_shared::sse::{ReadinessState, SseParser, StreamAbort, StreamWatch};
+use switchyard_shared::sse::{
+    ReadinessState, SseParser, StreamAbort, StreamInspector, StreamWatch,
+};
 
 use super::attempt::{
     AttemptFailure, MAX_PREFIX_BYTES, aborted, deadline_message, from_transport, in_band,
@@ -33,7 +35,7 @@ pub(super) async fn readiness_gate(
     hold: Option<HoldPolicy>,
 ) -> Result<CommittedStream, AttemptFailure> {
     let clock: Clock = req.clock;
-    let format = sse_format(req.client_format);
+    let mut inspector = StreamInspector::new(sse_format(req.client_format));
     let status = resp.status().as_u16();
     let kept = headers::for_classification(resp.headers());
     let client_headers = headers::for_client(resp.headers());
@@ -135,7 +137,7 @@ pub(super) async fn readiness_gate(
         let abort = tap_chunk(
             &mut parser,
             &mut watch,
-            format,
+            &mut inspector,
             &chunk,
             now,
             Some(&mut error_data),
@@ -178,7 +180,7 @@ pub(super) async fn readiness_gate(
     }
     let now = clock.now();
     let live = LiveStream {
-        format,
+        inspector,
         clock,
         started,
         upstream,

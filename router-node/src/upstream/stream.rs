@@ -34,7 +34,7 @@ use futures_util::Stream;
 use switchyard_shared::Millis;
 use switchyard_shared::classify::TransportFailure;
 use switchyard_shared::sse::{
-    FinishReason, Format, SseParser, StreamAbort, StreamWatch, UpstreamStreamError, Usage,
+    FinishReason, SseParser, StreamAbort, StreamInspector, StreamWatch, UpstreamStreamError, Usage,
     format_error_event, keep_alive_frame,
 };
 use tokio::time::Sleep;
@@ -80,7 +80,8 @@ pub type OnFinish = Box<dyn FnOnce(StreamEnd) + Send>;
 
 /// The tap state handed over by the readiness gate.
 pub(super) struct LiveStream {
-    pub format: Format,
+    /// The stream's format, and what the tap remembers between its events.
+    pub inspector: StreamInspector,
     pub clock: Clock,
     /// When the attempt started (node clock).
     pub started: Millis,
@@ -162,7 +163,7 @@ impl CommittedStream {
         on_finish: OnFinish,
     ) -> impl Stream<Item = Result<Bytes, actix_web::Error>> + 'static {
         let LiveStream {
-            format,
+            inspector,
             clock,
             started,
             upstream,
@@ -176,7 +177,7 @@ impl CommittedStream {
             upstream: (!ended).then_some(upstream),
             parser,
             watch,
-            format,
+            inspector,
             clock,
             started,
             heartbeat_ms: self.heartbeat_interval_ms,
@@ -263,7 +264,7 @@ struct CommittedBody {
     upstream: Option<RespBody>,
     parser: SseParser,
     watch: StreamWatch,
-    format: Format,
+    inspector: StreamInspector,
     clock: Clock,
     started: Millis,
     heartbeat_ms: Millis,
@@ -303,7 +304,7 @@ impl CommittedBody {
         self.end.abort = Some(abort);
         self.end.transport = Some(abort_transport(abort));
         self.end.upstream_error = Some(abort.message());
-        self.fail(abort.error_event(self.format));
+        self.fail(abort.error_event(self.inspector.format()));
     }
 
     fn read_failed(&mut self, e: &TransportError) {
@@ -314,7 +315,7 @@ impl CommittedBody {
         self.end.transport = Some(kind);
         self.end.upstream_error = Some("upstream stream read failed".to_owned());
         let frame = format_error_event(
-            self.format,
+            self.inspector.format(),
             "stream_error",
             "upstream_stream_error",
             "Upstream stream failed before completion.",
@@ -330,7 +331,9 @@ impl CommittedBody {
         }
         if self.heartbeat_due().is_some_and(|at| now >= at) {
             self.last_activity = now;
-            return Some(Bytes::from_static(keep_alive_frame(self.format)));
+            return Some(Bytes::from_static(keep_alive_frame(
+                self.inspector.format(),
+            )));
         }
         None
     }
@@ -413,7 +416,7 @@ impl Stream for CommittedBody {
                     let abort = tap_chunk(
                         &mut this.parser,
                         &mut this.watch,
-                        this.format,
+                        &mut this.inspector,
                         &chunk,
                         now,
                         None,

@@ -28,6 +28,9 @@ use super::parser::{SseEvent, SseItem};
 pub mod body;
 pub(super) mod prescan;
 pub(super) mod prescan_events;
+mod repeat;
+
+pub use repeat::ChatRepeat;
 
 /// The longest upstream error message kept, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
@@ -210,6 +213,52 @@ pub fn inspect_item(format: Format, item: &SseItem<'_>) -> EventInfo {
         SseItem::Comment(_) => EventInfo::of(EventKind::Heartbeat),
         SseItem::Error(_) => EventInfo::of(EventKind::Other),
     }
+}
+
+/// Classifies the events of one stream, in order: [`inspect_item`]'s answers, with chat
+/// chunks that repeat the chunk before but for their text answered from it
+/// ([`ChatRepeat`]).
+#[derive(Debug, Clone)]
+pub struct StreamInspector {
+    format: Format,
+    repeat: ChatRepeat,
+}
+
+impl StreamInspector {
+    pub fn new(format: Format) -> Self {
+        Self {
+            format,
+            repeat: ChatRepeat::default(),
+        }
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// What `item`, the stream's next item, means.
+    pub fn inspect_item(&mut self, item: &SseItem<'_>) -> EventInfo {
+        match item {
+            SseItem::Event(event)
+                if self.format == Format::OpenAiChat && !special_chat_name(event.event) =>
+            {
+                let data = event.data.trim_ascii();
+                self.repeat
+                    .chat(data)
+                    .unwrap_or_else(|| formats::chat(event.event, data))
+            }
+            _ => inspect_item(self.format, item),
+        }
+    }
+}
+
+/// Chat event names [`inspect`] answers before the pre-scan: pings, and `error`, which the
+/// pre-scan never answers.
+fn special_chat_name(name: Option<&[u8]>) -> bool {
+    matches!(
+        name,
+        Some(b"ping" | b"keepalive" | b"keep-alive" | b"heartbeat" | b"error")
+    )
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.

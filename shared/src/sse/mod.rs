@@ -32,7 +32,8 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 pub use inspect::{
-    EventInfo, EventKind, FinishReason, UpstreamStreamError, Usage, inspect, inspect_item,
+    EventInfo, EventKind, FinishReason, StreamInspector, UpstreamStreamError, Usage, inspect,
+    inspect_item,
 };
 pub use json::WireUsage;
 pub use parser::{DEFAULT_MAX_EVENT_BYTES, SseError, SseEvent, SseItem, SseParser};

@@ -16,15 +16,37 @@ const MAX_DEPTH: usize = 64;
 
 /// The classification of a plain chat chunk, or `None` when the full parse must decide.
 pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
-    let text = whole(data, Scanner::top)?;
-    Some(EventInfo {
+    chat_spanned(data).map(|(info, _)| info)
+}
+
+/// [`chat`], and where the chunk's content text is (its string's inner bytes) when it has
+/// exactly one content string: the answer for an event that differs from this one only
+/// there follows from the new text's length ([`super::repeat`]).
+pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usize)>)> {
+    if memchr::memchr(b'\\', data).is_some() {
+        return None;
+    }
+    let mut s = Scanner::new(data);
+    s.ws();
+    let text = s.top()?;
+    s.ws();
+    if s.pos != data.len() {
+        return None;
+    }
+    let span = (s.contents == 1).then_some(s.content);
+    Some((text_info(text), span))
+}
+
+/// A plain chunk carrying `text` bytes of content.
+pub(super) fn text_info(text: usize) -> EventInfo {
+    EventInfo {
         useful_text_bytes: text,
         ..EventInfo::of(if text > 0 {
             EventKind::Content
         } else {
             EventKind::Other
         })
-    })
+    }
 }
 
 /// Runs `value` over `data` as one JSON document (surrounding whitespace allowed); `None`
@@ -52,7 +74,7 @@ pub(super) fn whole_escaped<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<T> {
-    let mut s = Scanner { data, pos: 0 };
+    let mut s = Scanner::new(data);
     s.ws();
     let out = value(&mut s)?;
     s.ws();
@@ -72,7 +94,7 @@ const WORD_SCAN: usize = 64;
 /// finds the stop bytes and another the unusual ones (the classic has-zero-byte and
 /// has-less-than tests on a word: exact for the lowest match, and exact as a yes or no).
 /// Past [`WORD_SCAN`] bytes memchr scans the rest, so long strings keep a vectorised pass.
-fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
+pub(super) fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // Bytes below `n` (n <= 0x80), and bytes with the high bit: flags at or above the lowest
@@ -115,9 +137,21 @@ fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
 pub(super) struct Scanner<'a> {
     data: &'a [u8],
     pos: usize,
+    /// Where the chat walk met content strings: the last one's inner bytes, and how many.
+    content: (usize, usize),
+    contents: u32,
 }
 
 impl<'a> Scanner<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Self {
+            data,
+            pos: 0,
+            content: (0, 0),
+            contents: 0,
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.data.get(self.pos).copied()
     }
@@ -376,7 +410,10 @@ impl<'a> Scanner<'a> {
                 if s.null() {
                     return Some(());
                 }
+                let start = s.pos + 1;
                 text = s.string()?.len();
+                s.content = (start, start + text);
+                s.contents += 1;
                 Some(())
             }
             b"refusal" => seen.null(1, s),

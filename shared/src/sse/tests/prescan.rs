@@ -179,3 +179,94 @@ fn strings_either_side_of_the_short_scan_agree() {
         }
     }
 }
+
+/// An OpenAI chunk as providers send them, its text `text` (raw, unescaped).
+fn openai_chunk(id: &str, text: &str) -> Vec<u8> {
+    let mut out = format!(
+        r#"{{"id":"{id}","object":"chat.completion.chunk","created":1796451040,"model":"m","service_tier":"default","system_fingerprint":"fp_1","choices":[{{"index":0,"delta":{{"content":""#
+    )
+    .into_bytes();
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(br#""},"logprobs":null,"finish_reason":null}]}"#);
+    out
+}
+
+/// One event of a generated stream.
+#[derive(Debug, Clone)]
+enum Step {
+    /// The provider's chunk with this text (any characters: quotes, backslashes, controls).
+    Text(String),
+    /// A generated chunk of any shape.
+    Other(String),
+}
+
+prop_compose! {
+    fn step()(
+        text in "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,40}",
+        other in chunk(),
+        pick in 0u8..4,
+    ) -> Step {
+        if pick == 0 { Step::Other(other) } else { Step::Text(text) }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// A stream's inspector, which answers chunks that repeat the one before but for their
+    /// text from that one, agrees with the stateless inspection on every event of generated
+    /// streams: texts of every kind, other chunks between them, and a byte changed anywhere.
+    #[test]
+    fn a_streams_inspector_agrees_with_inspecting_each_event_alone(
+        steps in prop::collection::vec(step(), 1..12),
+        id in "[a-zA-Z0-9-]{1,12}",
+        flip in proptest::option::of((0usize..12, 0usize..300, any::<u8>())),
+    ) {
+        let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiChat);
+        for (i, step) in steps.iter().enumerate() {
+            let mut data = match step {
+                Step::Text(text) => openai_chunk(&id, text),
+                Step::Other(other) => other.clone().into_bytes(),
+            };
+            if let Some((at_step, at, b)) = flip
+                && at_step == i
+            {
+                let at = at % (data.len() + 1);
+                data.insert(at, b);
+            }
+            let event = crate::sse::SseEvent { event: None, data: &data, id: None, retry: None };
+            let alone = inspect(Format::OpenAiChat, &event);
+            let streamed = inspector.inspect_item(&SseItem::Event(event));
+            prop_assert_eq!(streamed, alone, "{}", String::from_utf8_lossy(&data));
+        }
+    }
+}
+
+#[test]
+fn repeated_chunks_are_answered_from_the_one_before() {
+    let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiChat);
+    for text in [
+        "",
+        "Hello",
+        " world",
+        "é",
+        "a \" quote",
+        "back\\slash",
+        "\u{1}",
+        "end",
+    ] {
+        let data = openai_chunk("chatcmpl-1", text);
+        let event = crate::sse::SseEvent {
+            event: None,
+            data: &data,
+            id: None,
+            retry: None,
+        };
+        let alone = inspect(Format::OpenAiChat, &event);
+        assert_eq!(
+            inspector.inspect_item(&SseItem::Event(event)),
+            alone,
+            "{text:?}"
+        );
+    }
+}
