@@ -30,8 +30,6 @@ pub(super) mod prescan;
 pub(super) mod prescan_events;
 mod repeat;
 
-pub use repeat::ChatRepeat;
-
 /// The longest upstream error message kept, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 
@@ -216,19 +214,19 @@ pub fn inspect_item(format: Format, item: &SseItem<'_>) -> EventInfo {
 }
 
 /// Classifies the events of one stream, in order: [`inspect_item`]'s answers, with chat
-/// chunks that repeat the chunk before but for their text answered from it
-/// ([`ChatRepeat`]).
+/// chunks and Anthropic text deltas that repeat the event before but for their text
+/// answered from it ([`repeat::Repeat`]).
 #[derive(Debug, Clone)]
 pub struct StreamInspector {
     format: Format,
-    repeat: ChatRepeat,
+    repeat: repeat::Repeat,
 }
 
 impl StreamInspector {
     pub fn new(format: Format) -> Self {
         Self {
             format,
-            repeat: ChatRepeat::default(),
+            repeat: repeat::Repeat::default(),
         }
     }
 
@@ -238,27 +236,35 @@ impl StreamInspector {
 
     /// What `item`, the stream's next item, means.
     pub fn inspect_item(&mut self, item: &SseItem<'_>) -> EventInfo {
-        match item {
-            SseItem::Event(event)
-                if self.format == Format::OpenAiChat && !special_chat_name(event.event) =>
-            {
-                let data = event.data.trim_ascii();
-                self.repeat
-                    .chat(data)
-                    .unwrap_or_else(|| formats::chat(event.event, data))
-            }
+        let SseItem::Event(event) = item else {
+            return inspect_item(self.format, item);
+        };
+        let (name, data) = (event.event, event.data.trim_ascii());
+        match self.format {
+            Format::OpenAiChat if !special_chat_name(name) => self
+                .repeat
+                .answer(name, data, |_, data| prescan::chat_spanned(data))
+                .unwrap_or_else(|| formats::chat(name, data)),
+            Format::Anthropic if !is_ping(name) => self
+                .repeat
+                .answer(name, data, prescan_events::anthropic_spanned)
+                .unwrap_or_else(|| formats::anthropic(name, data)),
             _ => inspect_item(self.format, item),
         }
     }
 }
 
+fn is_ping(name: Option<&[u8]>) -> bool {
+    matches!(
+        name,
+        Some(b"ping" | b"keepalive" | b"keep-alive" | b"heartbeat")
+    )
+}
+
 /// Chat event names [`inspect`] answers before the pre-scan: pings, and `error`, which the
 /// pre-scan never answers.
 fn special_chat_name(name: Option<&[u8]>) -> bool {
-    matches!(
-        name,
-        Some(b"ping" | b"keepalive" | b"keep-alive" | b"heartbeat" | b"error")
-    )
+    is_ping(name) || name == Some(b"error")
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.

@@ -23,18 +23,27 @@ pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
 /// exactly one content string: the answer for an event that differs from this one only
 /// there follows from the new text's length ([`super::repeat`]).
 pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usize)>)> {
+    let (text, span) = whole_spanned(data, Scanner::top)?;
+    Some((text_info(text), span))
+}
+
+/// [`whole`], and the inner bytes of the one text string the walk read
+/// ([`Scanner::note_text`]), when it read exactly one.
+pub(super) fn whole_spanned<'a, T>(
+    data: &'a [u8],
+    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Option<(T, Option<(usize, usize)>)> {
     if memchr::memchr(b'\\', data).is_some() {
         return None;
     }
     let mut s = Scanner::new(data);
     s.ws();
-    let text = s.top()?;
+    let out = value(&mut s)?;
     s.ws();
     if s.pos != data.len() {
         return None;
     }
-    let span = (s.contents == 1).then_some(s.content);
-    Some((text_info(text), span))
+    Some((out, (s.contents == 1).then_some(s.content)))
 }
 
 /// A plain chunk carrying `text` bytes of content.
@@ -137,7 +146,8 @@ pub(super) fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
 pub(super) struct Scanner<'a> {
     data: &'a [u8],
     pos: usize,
-    /// Where the chat walk met content strings: the last one's inner bytes, and how many.
+    /// Where the walk met text strings ([`Scanner::text_string`]): the last one's inner
+    /// bytes, and how many.
     content: (usize, usize),
     contents: u32,
 }
@@ -164,6 +174,20 @@ impl<'a> Scanner<'a> {
 
     pub(super) fn eat(&mut self, b: u8) -> Option<()> {
         (self.peek()? == b).then(|| self.pos += 1)
+    }
+
+    /// A string that is text the answer counts: [`Scanner::string`], its place noted.
+    pub(super) fn text_string(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos + 1;
+        let text = self.string()?;
+        self.note_text(start, start + text.len());
+        Some(text)
+    }
+
+    /// Notes where a text string's inner bytes are, for [`whole_spanned`].
+    fn note_text(&mut self, start: usize, end: usize) {
+        self.content = (start, end);
+        self.contents += 1;
     }
 
     /// A string without escapes; its raw bytes.
@@ -410,10 +434,7 @@ impl<'a> Scanner<'a> {
                 if s.null() {
                     return Some(());
                 }
-                let start = s.pos + 1;
-                text = s.string()?.len();
-                s.content = (start, start + text);
-                s.contents += 1;
+                text = s.text_string()?.len();
                 Some(())
             }
             b"refusal" => seen.null(1, s),

@@ -10,7 +10,7 @@
 //! skipped with validation. Anything else answers `None` and the caller runs the full parse,
 //! so the classification is always the one [`super::super::formats`] gives.
 
-use super::prescan::{Scanner, Seen, whole};
+use super::prescan::{Scanner, Seen, text_info, whole, whole_spanned};
 use super::{EventInfo, EventKind};
 
 #[cfg(test)]
@@ -32,25 +32,32 @@ struct AnthDelta<'a> {
 /// The classification of an Anthropic `content_block_delta`, or `None` when the full parse
 /// must decide.
 pub(in crate::sse) fn anthropic(name: Option<&[u8]>, data: &[u8]) -> Option<EventInfo> {
+    anthropic_spanned(name, data).map(|(info, _)| info)
+}
+
+/// [`anthropic`], and where the delta's text is (its string's inner bytes) for a
+/// `text_delta`: the answer for an event that differs from this one only there follows from
+/// the new text's length ([`super::repeat`]).
+pub(super) fn anthropic_spanned(
+    name: Option<&[u8]>,
+    data: &[u8],
+) -> Option<(EventInfo, Option<(usize, usize)>)> {
     // Other names are rare (one or two per turn) or answered before any parse.
     if !matches!(name, None | Some(b"content_block_delta")) {
         return None;
     }
-    let ev = whole(data, anth_event)?;
+    let (ev, span) = whole_spanned(data, anth_event)?;
     if name.or(ev.kind) != Some(b"content_block_delta") {
         return None;
     }
     let Some(delta) = ev.delta else {
-        return Some(EventInfo::of(EventKind::Other));
+        return Some((EventInfo::of(EventKind::Other), None));
     };
     Some(match delta.kind {
-        Some(b"text_delta") if delta.text > 0 => EventInfo {
-            useful_text_bytes: delta.text,
-            ..EventInfo::of(EventKind::Content)
-        },
-        Some(b"thinking_delta" | b"signature_delta") => EventInfo::of(EventKind::Reasoning),
-        Some(b"input_json_delta") => EventInfo::of(EventKind::ToolCall),
-        _ => EventInfo::of(EventKind::Other),
+        Some(b"text_delta") => (text_info(delta.text), span),
+        Some(b"thinking_delta" | b"signature_delta") => (EventInfo::of(EventKind::Reasoning), None),
+        Some(b"input_json_delta") => (EventInfo::of(EventKind::ToolCall), None),
+        _ => (EventInfo::of(EventKind::Other), None),
     })
 }
 
@@ -87,7 +94,8 @@ fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
         }
         b"text" => {
             seen.first(1)?;
-            delta.text = s.text_len()?;
+            // A string is noted as the text (`null` counts as none).
+            delta.text = if s.null() { 0 } else { s.text_string()?.len() };
             Some(())
         }
         b"stop_reason" => {

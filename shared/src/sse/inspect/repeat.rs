@@ -1,48 +1,55 @@
-//! The chat chunk before, remembered, so that a chunk equal to it but for its text is
-//! classified by comparing bytes instead of walking it again.
+//! The event before, remembered, so that an event equal to it but for its text is classified
+//! by comparing bytes instead of walking it again.
 //!
-//! Within one stream a provider sends the same chunk over and over with only the text
-//! changed: the same id, `created`, model, fingerprint and field order. The pre-scan walks
-//! each chunk whole (about 3,000 instructions for an ordinary one); comparing a chunk with
-//! the one before costs a few hundred. It is exact: the previous chunk was walked and
-//! answered, it held exactly one content string, and the new chunk has the same bytes before
-//! and after that string, with a string in between that has no quote, backslash, control or
-//! non-ASCII byte. The walk over the new chunk would meet the same tokens and decide the
-//! same, with only the text's length changed. Anything else walks the chunk as before.
+//! Within one stream a provider sends the same event over and over with only the text
+//! changed: a chat chunk keeps its id, `created`, model, fingerprint and field order, an
+//! Anthropic `content_block_delta` its index and delta type. The pre-scans walk each event
+//! whole (about 3,000 instructions for an ordinary chat chunk); comparing an event with the
+//! one before costs a few hundred. It is exact: the previous event had the same name, was
+//! walked and answered, and held exactly one text string; the new one has the same bytes
+//! before and after that string, with a string in between that has no quote, backslash,
+//! control or non-ASCII byte. The walk over the new event would meet the same tokens and
+//! decide the same, with only the text's length changed. Anything else is walked as before.
 
 use super::EventInfo;
-use super::prescan::{chat_spanned, string_end, text_info};
+use super::prescan::{string_end, text_info};
 
-/// The last chunk the pre-scan answered that has one content string.
+/// What a pre-scan answers for an event, with where its one text string is, if it has one.
+pub(super) type Spanned = Option<(EventInfo, Option<(usize, usize)>)>;
+
+/// The last event a pre-scan answered that has one text string.
 #[derive(Debug, Default, Clone)]
-pub struct ChatRepeat {
+pub struct Repeat {
+    name: Option<Vec<u8>>,
     data: Vec<u8>,
-    /// The content string's inner bytes in `data`.
+    /// The text string's inner bytes in `data`.
     text: (usize, usize),
 }
 
-impl ChatRepeat {
-    /// The classification of a chat chunk's (trimmed) data, or `None` when the full parse
-    /// must decide: what [`super::prescan::chat`] answers, taken from the chunk before when
-    /// only the text differs.
-    pub(super) fn chat(&mut self, data: &[u8]) -> Option<EventInfo> {
-        if let Some(info) = self.same_but_text(data) {
+impl Repeat {
+    /// The classification of an event's (trimmed) data, or `None` when the full parse must
+    /// decide: what `walk` answers, taken from the event before when only the text differs.
+    pub(super) fn answer(
+        &mut self,
+        name: Option<&[u8]>,
+        data: &[u8],
+        walk: impl FnOnce(Option<&[u8]>, &[u8]) -> Spanned,
+    ) -> Option<EventInfo> {
+        if let Some(info) = self.same_but_text(name, data) {
             return Some(info);
         }
-        let (info, span) = chat_spanned(data)?;
-        match span {
-            Some(text) => {
-                self.data.clear();
-                self.data.extend_from_slice(data);
-                self.text = text;
-            }
-            None => self.data.clear(),
+        let (info, span) = walk(name, data)?;
+        self.data.clear();
+        if let Some(text) = span {
+            self.data.extend_from_slice(data);
+            self.text = text;
+            self.name = name.map(<[u8]>::to_vec);
         }
         Some(info)
     }
 
-    fn same_but_text(&self, data: &[u8]) -> Option<EventInfo> {
-        if self.data.is_empty() {
+    fn same_but_text(&self, name: Option<&[u8]>, data: &[u8]) -> Option<EventInfo> {
+        if self.data.is_empty() || self.name.as_deref() != name {
             return None;
         }
         let (start, end) = self.text;
@@ -65,6 +72,7 @@ impl ChatRepeat {
 mod tests {
     use super::*;
     use crate::sse::EventKind;
+    use crate::sse::inspect::prescan::chat_spanned;
 
     fn chunk(id: &str, text: &str) -> Vec<u8> {
         format!(
@@ -75,22 +83,30 @@ mod tests {
 
     #[test]
     fn only_a_chunk_equal_but_for_its_text_is_answered_from_the_one_before() {
-        let mut memo = ChatRepeat::default();
+        let chat = |_: Option<&[u8]>, data: &[u8]| chat_spanned(data);
+        let mut memo = Repeat::default();
         assert!(
-            memo.same_but_text(&chunk("a", "Hi")).is_none(),
+            memo.same_but_text(None, &chunk("a", "Hi")).is_none(),
             "nothing yet"
         );
-        let first = memo.chat(&chunk("a", "Hi")).unwrap();
+        let first = memo.answer(None, &chunk("a", "Hi"), chat).unwrap();
         assert_eq!(
             (first.kind, first.useful_text_bytes),
             (EventKind::Content, 2)
         );
-        let again = memo.same_but_text(&chunk("a", "Hello there")).unwrap();
+        let again = memo
+            .same_but_text(None, &chunk("a", "Hello there"))
+            .unwrap();
         assert_eq!(
             (again.kind, again.useful_text_bytes),
             (EventKind::Content, 11)
         );
-        let empty = memo.same_but_text(&chunk("a", "")).unwrap();
+        let empty = memo.same_but_text(None, &chunk("a", "")).unwrap();
+        // The same data under another event name: walked again.
+        assert!(
+            memo.same_but_text(Some(b"message"), &chunk("a", "Hi"))
+                .is_none()
+        );
         assert_eq!(empty.kind, EventKind::Other);
         // Another id, an escape, a non-ASCII or control byte, a cut tail: walked again.
         for other in [
@@ -101,14 +117,14 @@ mod tests {
             chunk("a", "Hi")[..40].to_vec(),
         ] {
             assert!(
-                memo.same_but_text(&other).is_none(),
+                memo.same_but_text(None, &other).is_none(),
                 "{}",
                 String::from_utf8_lossy(&other)
             );
         }
         // Two content strings: nothing to answer from.
         let two = br#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#;
-        assert_eq!(memo.chat(two).unwrap().useful_text_bytes, 2);
-        assert!(memo.same_but_text(two).is_none());
+        assert_eq!(memo.answer(None, two, chat).unwrap().useful_text_bytes, 2);
+        assert!(memo.same_but_text(None, two).is_none());
     }
 }

@@ -327,3 +327,84 @@ fn generated_events_often_take_the_fast_path() {
     }
     assert!(fast * 50 > total, "fast path taken {fast} of {total} times");
 }
+
+/// An Anthropic delta as the API sends it, its text `text` (raw, unescaped).
+fn text_delta(kind: &str, field: &str, text: &str) -> Vec<u8> {
+    let mut out = format!(
+        r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"{kind}","{field}":""#
+    )
+    .into_bytes();
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(br#""}}"#);
+    out
+}
+
+prop_compose! {
+    /// One event of a generated Anthropic stream: a text or thinking delta with any text,
+    /// or a generated event of any shape, under a name or none.
+    fn anthropic_step()(
+        text in "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,30}",
+        other in event(),
+        pick in 0u8..6,
+        name in prop::sample::select(vec![None, Some("content_block_delta"), Some("message_delta"), Some("ping")]),
+    ) -> (Option<&'static str>, Vec<u8>) {
+        let data = match pick {
+            0 => other.into_bytes(),
+            1 => text_delta("thinking_delta", "thinking", &text),
+            2 => text_delta("text_delta", "thinking", &text),
+            _ => text_delta("text_delta", "text", &text),
+        };
+        (name, data)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// A stream's inspector, which answers text deltas that repeat the event before but for
+    /// their text from that one, agrees with the stateless inspection on every event of
+    /// generated Anthropic streams, with a byte inserted anywhere.
+    #[test]
+    fn a_streams_inspector_agrees_on_anthropic_streams(
+        steps in prop::collection::vec(anthropic_step(), 1..12),
+        flip in proptest::option::of((0usize..12, 0usize..200, any::<u8>())),
+    ) {
+        let mut inspector = crate::sse::StreamInspector::new(Format::Anthropic);
+        for (i, (name, data)) in steps.iter().enumerate() {
+            let mut data = data.clone();
+            if let Some((at_step, at, b)) = flip
+                && at_step == i
+            {
+                let at = at % (data.len() + 1);
+                data.insert(at, b);
+            }
+            let name = name.map(str::as_bytes);
+            let event = SseEvent { event: name, data: &data, id: None, retry: None };
+            let alone = inspect(Format::Anthropic, &event);
+            let streamed = inspector.inspect_item(&SseItem::Event(event));
+            prop_assert_eq!(streamed, alone, "{:?} {}", name, String::from_utf8_lossy(&data));
+        }
+    }
+}
+
+#[test]
+fn repeated_text_deltas_are_answered_from_the_one_before() {
+    let mut inspector = crate::sse::StreamInspector::new(Format::Anthropic);
+    for text in ["Hello", "", " world", "é", "a \" quote", "\u{1}", "end"] {
+        for name in [Some(&b"content_block_delta"[..]), None] {
+            let data = text_delta("text_delta", "text", text);
+            let event = SseEvent {
+                event: name,
+                data: &data,
+                id: None,
+                retry: None,
+            };
+            let alone = inspect(Format::Anthropic, &event);
+            assert_eq!(
+                inspector.inspect_item(&SseItem::Event(event)),
+                alone,
+                "{text:?}"
+            );
+        }
+    }
+}
