@@ -41,6 +41,8 @@ impl Repeat {
         let (info, span) = walk(name, data)?;
         self.data.clear();
         if let Some(text) = span {
+            // Exactly the event's size: an idle stream keeps it for as long as it lasts.
+            self.data.reserve_exact(data.len());
             self.data.extend_from_slice(data);
             self.text = text;
             self.name = name.map(<[u8]>::to_vec);
