@@ -17,6 +17,11 @@ use super::prescan::{string_end, text_info};
 /// What a pre-scan answers for an event, with where its one text string is, if it has one.
 pub(super) type Spanned = Option<(EventInfo, Option<(usize, usize)>)>;
 
+/// Events with a text string walked in a row, none answered from the one before, after which
+/// a stream is taken not to repeat (OpenAI adds a per-chunk random `obfuscation` field, for
+/// one) and its events are no longer copied.
+const MAX_MISSES: u8 = 8;
+
 /// The last event a pre-scan answered that has one text string.
 #[derive(Debug, Default, Clone)]
 pub struct Repeat {
@@ -24,6 +29,8 @@ pub struct Repeat {
     data: Vec<u8>,
     /// The text string's inner bytes in `data`.
     text: (usize, usize),
+    /// Events with a text string walked since the last answer from the event before.
+    misses: u8,
 }
 
 impl Repeat {
@@ -36,11 +43,15 @@ impl Repeat {
         walk: impl FnOnce(Option<&[u8]>, &[u8]) -> Spanned,
     ) -> Option<EventInfo> {
         if let Some(info) = self.same_but_text(name, data) {
+            self.misses = 0;
             return Some(info);
         }
         let (info, span) = walk(name, data)?;
         self.data.clear();
-        if let Some(text) = span {
+        if let Some(text) = span
+            && self.misses < MAX_MISSES
+        {
+            self.misses += 1;
             // Exactly the event's size: an idle stream keeps it for as long as it lasts.
             self.data.reserve_exact(data.len());
             self.data.extend_from_slice(data);
@@ -128,5 +139,38 @@ mod tests {
         let two = br#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#;
         assert_eq!(memo.answer(None, two, chat).unwrap().useful_text_bytes, 2);
         assert!(memo.same_but_text(None, two).is_none());
+    }
+
+    #[test]
+    fn a_stream_that_does_not_repeat_stops_being_copied() {
+        let chat = |_: Option<&[u8]>, data: &[u8]| chat_spanned(data);
+        // A field after the text that changes with every chunk, as OpenAI's `obfuscation`.
+        let noisy = |i: u32| {
+            format!(r#"{{"choices":[{{"delta":{{"content":"Hi"}}}}],"obfuscation":"{i}"}}"#)
+                .into_bytes()
+        };
+        let mut memo = Repeat::default();
+        for i in 0..u32::from(MAX_MISSES) {
+            assert_eq!(
+                memo.answer(None, &noisy(i), chat)
+                    .unwrap()
+                    .useful_text_bytes,
+                2
+            );
+            assert!(!memo.data.is_empty(), "still copied after {i} misses");
+        }
+        assert_eq!(
+            memo.answer(None, &noisy(99), chat)
+                .unwrap()
+                .useful_text_bytes,
+            2
+        );
+        assert!(memo.data.is_empty(), "no longer copied");
+        // A repeating stream keeps its copy: each answer from the event before resets the count.
+        let mut memo = Repeat::default();
+        for _ in 0..3 * MAX_MISSES {
+            memo.answer(None, &chunk("a", "Hi"), chat);
+        }
+        assert!(memo.same_but_text(None, &chunk("a", "Hey")).is_some());
     }
 }
