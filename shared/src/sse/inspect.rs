@@ -181,6 +181,21 @@ impl UpstreamStreamError {
 
 /// Classifies one event of a `format` stream.
 pub fn inspect(format: Format, event: &SseEvent<'_>) -> EventInfo {
+    classify(format, event, |name, data| match format {
+        Format::OpenAiChat => prescan::chat(data),
+        Format::OpenAiResponses => prescan_events::responses(name, data),
+        Format::Anthropic => prescan_events::anthropic(name, data),
+    })
+}
+
+/// The rules of [`inspect`], with `prescan` as the fast path for the events that have one:
+/// ping names first; chat `error` events always to the full parse; otherwise `prescan` (over
+/// the trimmed data), then the full parse when it is not sure.
+fn classify(
+    format: Format,
+    event: &SseEvent<'_>,
+    prescan: impl FnOnce(Option<&[u8]>, &[u8]) -> Option<EventInfo>,
+) -> EventInfo {
     let name = event.event;
     if matches!(
         name,
@@ -192,15 +207,13 @@ pub fn inspect(format: Format, event: &SseEvent<'_>) -> EventInfo {
     match format {
         // Plain text chunks are most of a stream: a strict scanner classifies them without serde.
         Format::OpenAiChat if name != Some(b"error") => {
-            prescan::chat(data).unwrap_or_else(|| formats::chat(name, data))
+            prescan(name, data).unwrap_or_else(|| formats::chat(name, data))
         }
         Format::OpenAiChat => formats::chat(name, data),
         Format::OpenAiResponses => {
-            prescan_events::responses(name, data).unwrap_or_else(|| formats::responses(name, data))
+            prescan(name, data).unwrap_or_else(|| formats::responses(name, data))
         }
-        Format::Anthropic => {
-            prescan_events::anthropic(name, data).unwrap_or_else(|| formats::anthropic(name, data))
-        }
+        Format::Anthropic => prescan(name, data).unwrap_or_else(|| formats::anthropic(name, data)),
     }
 }
 
@@ -239,32 +252,13 @@ impl StreamInspector {
         let SseItem::Event(event) = item else {
             return inspect_item(self.format, item);
         };
-        let (name, data) = (event.event, event.data.trim_ascii());
-        match self.format {
-            Format::OpenAiChat if !special_chat_name(name) => self
-                .repeat
-                .answer(name, data, |_, data| prescan::chat_spanned(data))
-                .unwrap_or_else(|| formats::chat(name, data)),
-            Format::Anthropic if !is_ping(name) => self
-                .repeat
-                .answer(name, data, prescan_events::anthropic_spanned)
-                .unwrap_or_else(|| formats::anthropic(name, data)),
-            _ => inspect_item(self.format, item),
-        }
+        let repeat = &mut self.repeat;
+        classify(self.format, event, |name, data| match self.format {
+            Format::OpenAiChat => repeat.answer(name, data, |_, data| prescan::chat_spanned(data)),
+            Format::OpenAiResponses => prescan_events::responses(name, data),
+            Format::Anthropic => repeat.answer(name, data, prescan_events::anthropic_spanned),
+        })
     }
-}
-
-fn is_ping(name: Option<&[u8]>) -> bool {
-    matches!(
-        name,
-        Some(b"ping" | b"keepalive" | b"keep-alive" | b"heartbeat")
-    )
-}
-
-/// Chat event names [`inspect`] answers before the pre-scan: pings, and `error`, which the
-/// pre-scan never answers.
-fn special_chat_name(name: Option<&[u8]>) -> bool {
-    is_ping(name) || name == Some(b"error")
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.

@@ -28,22 +28,16 @@ pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usi
 }
 
 /// [`whole`], and the inner bytes of the one text string the walk read
-/// ([`Scanner::note_text`]), when it read exactly one.
+/// ([`Scanner::text_string`]), when it read exactly one.
 pub(super) fn whole_spanned<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<(T, Option<(usize, usize)>)> {
+    // Without escapes every quote delimits a string and a string's length is its byte length.
     if memchr::memchr(b'\\', data).is_some() {
         return None;
     }
-    let mut s = Scanner::new(data);
-    s.ws();
-    let out = value(&mut s)?;
-    s.ws();
-    if s.pos != data.len() {
-        return None;
-    }
-    Some((out, (s.contents == 1).then_some(s.content)))
+    walk(data, value)
 }
 
 /// A plain chunk carrying `text` bytes of content.
@@ -65,11 +59,7 @@ pub(super) fn whole<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<T> {
-    // Without escapes every quote delimits a string and a string's length is its byte length.
-    if memchr::memchr(b'\\', data).is_some() {
-        return None;
-    }
-    whole_escaped(data, value)
+    whole_spanned(data, value).map(|(out, _)| out)
 }
 
 /// [`whole`], but strings that are only skipped may hold escapes (validated as serde does
@@ -83,11 +73,22 @@ pub(super) fn whole_escaped<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<T> {
+    walk(data, value).map(|(out, _)| out)
+}
+
+/// Runs `value` over `data` as one document; its answer, and the one text string's place.
+fn walk<'a, T>(
+    data: &'a [u8],
+    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Option<(T, Option<(usize, usize)>)> {
     let mut s = Scanner::new(data);
     s.ws();
     let out = value(&mut s)?;
     s.ws();
-    (s.pos == data.len()).then_some(out)
+    if s.pos != data.len() {
+        return None;
+    }
+    Some((out, (s.contents == 1).then_some(s.content)))
 }
 
 /// Bytes a string's end is looked for eight at a time before memchr takes over.
@@ -180,14 +181,9 @@ impl<'a> Scanner<'a> {
     pub(super) fn text_string(&mut self) -> Option<&'a [u8]> {
         let start = self.pos + 1;
         let text = self.string()?;
-        self.note_text(start, start + text.len());
-        Some(text)
-    }
-
-    /// Notes where a text string's inner bytes are, for [`whole_spanned`].
-    fn note_text(&mut self, start: usize, end: usize) {
-        self.content = (start, end);
+        self.content = (start, start + text.len());
         self.contents += 1;
+        Some(text)
     }
 
     /// A string without escapes; its raw bytes.
@@ -379,9 +375,12 @@ impl<'a> Scanner<'a> {
     }
 
     /// The text size serde's `Shape` gives a string or `null`; other values defer (serde
-    /// parses numbers there, which may overflow).
+    /// parses numbers there, which may overflow). A string is noted as text.
     pub(super) fn text_len(&mut self) -> Option<usize> {
-        Some(self.opt_string()?.map_or(0, <[u8]>::len))
+        if self.null() {
+            return Some(0);
+        }
+        Some(self.text_string()?.len())
     }
 
     /// The chunk object: the text bytes of its choices.

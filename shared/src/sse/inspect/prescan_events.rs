@@ -94,8 +94,7 @@ fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
         }
         b"text" => {
             seen.first(1)?;
-            // A string is noted as the text (`null` counts as none).
-            delta.text = if s.null() { 0 } else { s.text_string()?.len() };
+            delta.text = s.text_len()?;
             Some(())
         }
         b"stop_reason" => {
