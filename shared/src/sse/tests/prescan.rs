@@ -54,9 +54,19 @@ fn captured_events_agree_and_plain_chunks_take_the_fast_path() {
                 seen.push((e.event.map(<[u8]>::to_vec), e.data.to_vec()));
             }
         });
+        // The stream's inspector, which answers repeats from the event before, agrees too.
+        let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiChat);
         for (name, data) in &seen {
             events += 1;
             fast += usize::from(agrees(name.as_deref(), data).unwrap_or_else(|e| panic!("{e}")));
+            let event = crate::sse::SseEvent {
+                event: name.as_deref(),
+                data,
+                id: None,
+                retry: None,
+            };
+            let alone = inspect(Format::OpenAiChat, &event);
+            assert_eq!(inspector.inspect_item(&SseItem::Event(event)), alone);
         }
     }
     assert!(events > 20, "fixtures parsed: {events}");

@@ -71,10 +71,20 @@ fn events(stream: &str) -> Vec<(Option<Vec<u8>>, Vec<u8>)> {
 fn run(format: Format, streams: &[&str]) -> (usize, usize) {
     let (mut total, mut fast) = (0, 0);
     for stream in streams {
+        // The stream's inspector, which answers repeats from the event before, agrees too.
+        let mut inspector = crate::sse::StreamInspector::new(format);
         for (name, data) in events(stream) {
             total += 1;
             let answered = agrees(format, name.as_deref(), &data).unwrap_or_else(|e| panic!("{e}"));
             fast += usize::from(answered);
+            let event = SseEvent {
+                event: name.as_deref(),
+                data: &data,
+                id: None,
+                retry: None,
+            };
+            let alone = inspect(format, &event);
+            assert_eq!(inspector.inspect_item(&SseItem::Event(event)), alone);
         }
     }
     (total, fast)
