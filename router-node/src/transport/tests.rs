@@ -199,39 +199,41 @@ async fn a_connection_task_holds_its_connection_once() {
 /// takes the connection.
 #[tokio::test(flavor = "current_thread")]
 async fn a_close_not_yet_read_is_seen_before_an_idle_connection_is_reused() {
-    use std::io::{Read, Write};
     use std::sync::mpsc;
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let (close_tx, close_rx) = mpsc::channel::<()>();
     let (closed_tx, closed_rx) = mpsc::channel::<()>();
-    let answer = |socket: &mut std::net::TcpStream| {
-        let mut buf = [0u8; 4096];
-        let mut got = Vec::new();
-        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).unwrap();
-            assert!(n > 0, "the client closed before a whole request");
-            got.extend_from_slice(&buf[..n]);
-        }
-        let body = r#"{"ok":true}"#;
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        socket.write_all(head.as_bytes()).unwrap();
-        String::from_utf8_lossy(&got).into_owned()
-    };
+    // The server has a runtime of its own on its own thread: this test's runtime is blocked
+    // on purpose below.
     let server = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let (mut first, _) = listener.accept().unwrap();
-        seen.push(answer(&mut first));
-        close_rx.recv().unwrap();
-        drop(first);
-        closed_tx.send(()).unwrap();
-        let (mut second, _) = listener.accept().unwrap();
-        seen.push(answer(&mut second));
-        seen
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = TcpListener::from_std(listener).unwrap();
+            let answer = |mut socket: TcpStream| async move {
+                let seen = read_request(&mut socket).await.expect("a whole request");
+                let body = r#"{"ok":true}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(head.as_bytes()).await.unwrap();
+                (socket, seen.head)
+            };
+            let (first, _) = listener.accept().await.unwrap();
+            let (first, first_head) = answer(first).await;
+            close_rx.recv().unwrap();
+            drop(first);
+            closed_tx.send(()).unwrap();
+            let (second, _) = listener.accept().await.unwrap();
+            let (_second, second_head) = answer(second).await;
+            [first_head, second_head]
+        })
     });
 
     let client = client();
