@@ -21,6 +21,7 @@ pub mod breaker;
 pub mod classify;
 pub mod config;
 pub mod cooldown;
+pub mod endpoint;
 pub mod hints;
 pub mod lockout;
 pub mod model_catalog;

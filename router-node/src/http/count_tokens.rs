@@ -115,9 +115,9 @@ async fn forward(
         .find(|c| c.api_key.is_some() || provider.config.is_local())?;
     let mut upstream_body = body.clone();
     upstream_body["model"] = Value::from(upstream_model);
-    let to = crate::transport::Endpoint::parse(&format!(
-        "{}/messages/count_tokens",
-        provider.config.base_url.trim_end_matches('/')
+    let to = crate::transport::Endpoint::parse(&switchyard_shared::endpoint::join(
+        &provider.config.base_url,
+        "/messages/count_tokens",
     ))?;
     let header = |name: &str| {
         req.headers()

@@ -30,8 +30,8 @@ use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use switchyard_shared::config::ProviderTimeouts;
 
+use super::Endpoint;
 use super::body::{RespBody, TransportError};
-use super::endpoint::Endpoint;
 use super::pooled::{Direct, POOL_IDLE, POOL_MAX_IDLE_PER_HOST};
 /// The environment variables through which reqwest picked up a proxy.
 const PROXY_VARS: [&str; 6] = [

@@ -6,14 +6,13 @@
 
 mod body;
 mod client;
-mod endpoint;
 mod idle;
 mod io;
 mod pooled;
 
 pub use body::{RespBody, TransportError};
 pub use client::{BuildError, UpstreamClient, build_client};
-pub use endpoint::Endpoint;
+pub use switchyard_shared::endpoint::Endpoint;
 
 #[cfg(test)]
 pub(crate) mod test_wire;

@@ -34,8 +34,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
+use super::Endpoint;
 use super::body::TransportError;
-use super::endpoint::Endpoint;
 use super::idle::{IdleSet, PoolKey, Reusable};
 use super::io::UpstreamIo;
 

@@ -239,8 +239,5 @@ pub fn endpoint_url(base_url: &str, format: ClientFormat) -> String {
         ClientFormat::OpenAiResponses => "/responses",
         ClientFormat::Anthropic => "/messages",
     };
-    let mut url = String::with_capacity(base_url.len() + path.len());
-    url.push_str(base_url.trim_end_matches('/'));
-    url.push_str(path);
-    url
+    switchyard_shared::endpoint::join(base_url, path)
 }

@@ -56,6 +56,29 @@ fn provider_fields_are_checked() {
         config.validate().is_ok(),
         "an @ in the path is not a credential"
     );
+    // The node sends with the same parse: a URL it could not send to fails at load, not as a
+    // refused connect on every attempt.
+    for bad in [
+        "https:///v1",
+        "http://",
+        "https://exa mple.com/v1",
+        "http://host:port/v1",
+    ] {
+        config.providers[0].base_url = bad.into();
+        assert_error(
+            &invalid(&config),
+            "providers[0].base_url",
+            "absolute http(s) URL",
+        );
+    }
+    for good in [
+        "http://127.0.0.1:8080",
+        "https://api.example.com/v1/",
+        "http://[::1]:9000/v1?x=1",
+    ] {
+        config.providers[0].base_url = good.into();
+        assert!(config.validate().is_ok(), "{good}");
+    }
 }
 
 #[test]

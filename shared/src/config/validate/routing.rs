@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use super::{bad_env_name, is_env_name, is_label, unique};
 use crate::config::error::Collector;
 use crate::config::{ComboTarget, Config, ProviderConfig, split_provider_model};
+use crate::endpoint::{self, Endpoint};
 
 const STATUS: std::ops::RangeInclusive<u16> = 100..=599;
 
@@ -45,6 +46,16 @@ fn provider_rules(provider: &ProviderConfig, path: &str, errors: &mut Collector)
         errors.push(
             format!("{path}.base_url"),
             "must not carry user:password@ credentials; put the key in a connection's api_key_env",
+        );
+    } else if Endpoint::parse(&endpoint::join(&provider.base_url, "/messages")).is_none() {
+        // The node sends with this same parse; a URL it refuses would fail every attempt as
+        // a refused connect and cool the provider's healthy-looking connections.
+        errors.push(
+            format!("{path}.base_url"),
+            format!(
+                "`{}` is not an absolute http(s) URL with a host",
+                provider.base_url
+            ),
         );
     }
     let mut models = HashSet::new();

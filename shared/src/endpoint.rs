@@ -4,6 +4,10 @@
 //! took apart again per request (the pool key, the origin-form target, a `Host` value
 //! formatted and allocated) and which could in principle not be absolute. Parsed here once,
 //! a request cannot name an endpoint that is not absolute, and those parts are ready.
+//!
+//! Why in the shared crate: configuration validation refuses a `base_url` with this same
+//! parse, so a URL the node could not send to (`https:///v1`) fails at load instead of
+//! failing every attempt as a refused connect and cooling the provider's connections.
 
 use http::uri::Authority;
 use http::{HeaderValue, Uri};
@@ -37,6 +41,12 @@ impl Endpoint {
         if authority.host().is_empty() || authority.as_str().contains('@') {
             return None;
         }
+        // `http` accepts `host:port` with a port that is not a number and then reports no
+        // port at all, which would send to the scheme's default port instead.
+        let after_host = authority.as_str().get(authority.host().len()..)?;
+        if !after_host.is_empty() && authority.port_u16().is_none() {
+            return None;
+        }
         let default_port = if https { 443 } else { 80 };
         let host = match authority.port_u16() {
             Some(port) if port != default_port => authority.as_str(),
@@ -62,22 +72,32 @@ impl Endpoint {
     }
 
     /// Path and query, as the request line names them.
-    pub(super) fn origin(&self) -> &Uri {
+    pub fn origin(&self) -> &Uri {
         &self.origin
     }
 
     /// The `Host` header's value.
-    pub(super) fn host(&self) -> &HeaderValue {
+    pub fn host(&self) -> &HeaderValue {
         &self.host
     }
 
-    pub(super) fn https(&self) -> bool {
+    pub fn https(&self) -> bool {
         self.https
     }
 
-    pub(super) fn authority(&self) -> &Authority {
+    pub fn authority(&self) -> &Authority {
         &self.authority
     }
+}
+
+/// `base_url` with `path` appended, trailing slashes of `base_url` dropped so that
+/// `…/v1/` and `…/v1` name the same endpoint.
+pub fn join(base_url: &str, path: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    let mut url = String::with_capacity(base.len() + path.len());
+    url.push_str(base);
+    url.push_str(path);
+    url
 }
 
 #[cfg(test)]
@@ -97,6 +117,9 @@ mod tests {
             "ftp://api.example.com/v1",
             "https://user:secret@api.example.com/v1",
             "https:///v1",
+            "http://host:port/v1",
+            "http://host:/v1",
+            "http://host:99999/v1",
             "not a url",
             "",
         ] {
