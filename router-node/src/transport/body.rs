@@ -7,6 +7,7 @@
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Body;
@@ -57,6 +58,31 @@ impl RespBody {
     /// The next data chunk; `None` at the end.
     pub async fn next_chunk(&mut self) -> Option<Result<Bytes, TransportError>> {
         poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+
+    /// Reads what is left of a body whose content is complete (the stream's terminal event
+    /// arrived) on a task of its own, so that its connection goes back to the pool once the
+    /// end arrives, while the response it came with has already ended. What is read is
+    /// dropped; after `limit` without the end, so is the body and with it the connection.
+    pub fn drain_aside(mut self, limit: Duration) {
+        if let Self::Proxied(_) = self {
+            // reqwest pools on its own; nothing to give back here.
+            return;
+        }
+        let drain = poll_fn(move |cx| {
+            loop {
+                match self.poll_chunk(cx) {
+                    Poll::Ready(Some(Ok(_))) => {}
+                    Poll::Ready(_) => return Poll::Ready(()),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        });
+        // Spawned on the current thread's runtime (each server worker runs its own), where
+        // the connection's pool lives.
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(limit, drain).await;
+        });
     }
 }
 

@@ -15,6 +15,8 @@ pub use client::{BuildError, UpstreamClient, build_client};
 pub use switchyard_shared::endpoint::Endpoint;
 
 #[cfg(test)]
+pub(crate) use pooled::idle_ready;
+#[cfg(test)]
 pub(crate) mod test_wire;
 #[cfg(test)]
 mod tests;

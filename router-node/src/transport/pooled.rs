@@ -167,7 +167,7 @@ pub(super) fn watched<F: Future<Output = hyper::Result<()>>>(conn: F) -> impl Fu
 
 /// How many idle connections this thread's set holds that would be handed out now.
 #[cfg(test)]
-pub(super) fn idle_ready() -> usize {
+pub(crate) fn idle_ready() -> usize {
     IDLE.with_borrow(|idle| idle.ready())
 }
 

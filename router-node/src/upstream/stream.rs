@@ -15,6 +15,10 @@
 //! - when the upstream is silent for the heartbeat interval, a keep-alive frame is written so
 //!   that a vanished client is noticed (actix-web only learns of it on a write) and the body
 //!   dropped, which drops the upstream response and cancels the upstream request;
+//! - the stream ends at the upstream's terminal event (`[DONE]`, `message_stop`…) when the
+//!   upstream's end of body has not arrived with it: the client's last bytes and its end go
+//!   out in one write, and the upstream's end is read aside so that its connection is
+//!   reused (for as long as the idle timeout; after that the connection is closed);
 //! - [`StreamEnd`] is reported exactly once: at the end of the body, or from `Drop` when the
 //!   body is dropped before its end (the client went away).
 //!
@@ -46,6 +50,12 @@ use crate::transport::{RespBody, TransportError};
 
 /// The default silence after which a keep-alive frame is written (the reference's 15 s).
 pub const DEFAULT_HEARTBEAT_INTERVAL_MS: Millis = 15_000;
+
+/// How long the end of an upstream body is awaited, aside, after its terminal event when
+/// the stream has no idle timeout (otherwise the idle timeout: as long as the stream itself
+/// would have waited). A provider ends the body right after it; one that does not loses its
+/// connection.
+const DRAIN_WITHOUT_IDLE_TIMEOUT_MS: Millis = 5_000;
 
 /// How a committed stream ended; given to the `on_finish` callback exactly once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -323,6 +333,20 @@ impl CommittedBody {
         self.fail(frame);
     }
 
+    /// The upstream's content ended (its end of body, or its terminal event): a clean end
+    /// unless it never delivered content.
+    fn upstream_ended(&mut self) {
+        self.parser.finish();
+        match self.watch.on_eof() {
+            // Committed without content (the prefix cap) and then closed.
+            Some(abort) => self.abort(abort),
+            None => {
+                self.end.completed = true;
+                self.ending = true;
+            }
+        }
+    }
+
     /// Checks the timer-driven conditions at `now`; returns a keep-alive frame when one is due.
     fn on_wake(&mut self, now: Millis) -> Option<Bytes> {
         if let Some(abort) = self.watch.poll(now) {
@@ -433,19 +457,28 @@ impl Stream for CommittedBody {
                     continue;
                 }
                 Poll::Ready(None) => {
-                    this.parser.finish();
                     this.upstream = None;
-                    match this.watch.on_eof() {
-                        // Committed without content (the prefix cap) and then closed.
-                        Some(abort) => this.abort(abort),
-                        None => {
-                            this.end.completed = true;
-                            this.ending = true;
-                        }
-                    }
+                    this.upstream_ended();
                     continue;
                 }
-                Poll::Pending => {}
+                Poll::Pending => {
+                    if this.watch.summary().done && this.tail.at_boundary() {
+                        // The terminal event is out and the upstream's end has not arrived
+                        // yet (with chunked framing it comes as a separate frame from the
+                        // connection's task). Waiting for it would write the client's end
+                        // of body on its own, one more send and one more wake-up per
+                        // stream; the end is read aside instead, for the connection's reuse.
+                        if let Some(upstream) = this.upstream.take() {
+                            let limit = match this.watch.idle_limit_ms() {
+                                0 => DRAIN_WITHOUT_IDLE_TIMEOUT_MS,
+                                idle => idle,
+                            };
+                            upstream.drain_aside(std::time::Duration::from_millis(limit));
+                        }
+                        this.upstream_ended();
+                        continue;
+                    }
+                }
             }
             let now = this.clock.now();
             // Lazy re-arm: only ever move the timer earlier; a wake-up that finds nothing due

@@ -3,6 +3,7 @@
 //! and connection closure are all under the test's control.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use switchyard_shared::config::{
 use switchyard_shared::sse::{StreamAbort, ThroughputSettings, WatchConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::*;
@@ -35,6 +37,10 @@ enum Step {
     Sleep(u64),
     /// Reads until the peer closes, then reports the closure.
     AwaitClose,
+    /// Waits until the test says go on.
+    Wait(Arc<Notify>),
+    /// Reads the next request on the same connection (and reports it as seen).
+    NextRequest,
 }
 
 fn write(bytes: impl AsRef<[u8]>) -> Step {
@@ -45,6 +51,8 @@ struct Mock {
     base: String,
     seen: UnboundedReceiver<Seen>,
     closed: UnboundedReceiver<()>,
+    /// Connections accepted so far.
+    accepted: Arc<AtomicUsize>,
 }
 
 async fn mock(steps: Vec<Step>) -> Mock {
@@ -52,8 +60,11 @@ async fn mock(steps: Vec<Step>) -> Mock {
     let addr: SocketAddr = listener.local_addr().unwrap();
     let (seen_tx, seen) = unbounded_channel();
     let (closed_tx, closed) = unbounded_channel();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
             let (steps, seen_tx, closed_tx) = (steps.clone(), seen_tx.clone(), closed_tx.clone());
             tokio::spawn(async move {
                 let Some(request) = read_request(&mut sock).await else {
@@ -79,6 +90,13 @@ async fn mock(steps: Vec<Step>) -> Mock {
                             let _ = closed_tx.send(());
                             return;
                         }
+                        Step::Wait(go) => go.notified().await,
+                        Step::NextRequest => match read_request(&mut sock).await {
+                            Some(request) => {
+                                let _ = seen_tx.send(request);
+                            }
+                            None => return,
+                        },
                     }
                 }
             });
@@ -88,6 +106,7 @@ async fn mock(steps: Vec<Step>) -> Mock {
         base: format!("http://{addr}/v1/"),
         seen,
         closed,
+        accepted,
     }
 }
 
@@ -184,6 +203,21 @@ fn request(mock_base: &str, format: ClientFormat, stream: bool) -> AttemptReques
         deadline_ms: None,
         watch: watch(2_000, 2_000, 2_000),
         clock: Clock::new(),
+    }
+}
+
+/// Another request like `req` on the same connection handle (and so the same pool).
+fn same_connection(req: &AttemptRequest) -> AttemptRequest {
+    AttemptRequest {
+        conn: Arc::clone(&req.conn),
+        provider: Arc::clone(&req.provider),
+        client_format: req.client_format,
+        body: req.body.clone(),
+        stream: req.stream,
+        forward_headers: Vec::new(),
+        deadline_ms: req.deadline_ms,
+        watch: req.watch,
+        clock: req.clock,
     }
 }
 
@@ -554,6 +588,95 @@ async fn openai_stream_is_forwarded_byte_for_byte() {
     assert_eq!(end.bytes, all.len() as u64);
     let usage = end.usage.unwrap();
     assert_eq!((usage.input, usage.output), (Some(5), Some(2)));
+}
+
+#[tokio::test]
+async fn a_stream_ends_at_its_terminal_event_and_its_connection_is_reused() {
+    let all = [CHAT_HELLO, CHAT_USAGE, CHAT_DONE].concat();
+    let go = Arc::new(Notify::new());
+    let mut m = mock(vec![
+        write(SSE_CHUNKED_HEAD),
+        write(chunked(all.as_bytes())),
+        // The end of body is held back until the client's stream has ended.
+        Step::Wait(Arc::clone(&go)),
+        write("0\r\n\r\n"),
+        Step::NextRequest,
+        write(SSE_CHUNKED_HEAD),
+        write(chunked(all.as_bytes())),
+        write("0\r\n\r\n"),
+    ])
+    .await;
+    let first = request(&m.base, ClientFormat::OpenAiChat, true);
+    let second = same_connection(&first);
+    let s = committed(attempt(first).await);
+    let (on_finish, ends) = recorder();
+    let body = concat(&chunks(s.into_body(on_finish)).await);
+    assert_eq!(text(&body), all);
+    {
+        let ends = ends.lock().unwrap();
+        assert_eq!(ends.len(), 1);
+        assert!(
+            ends[0].completed && ends[0].saw_terminal_event,
+            "{:?}",
+            ends[0]
+        );
+        assert_eq!(ends[0].abort, None);
+        assert_eq!(ends[0].usage.map(|u| u.output), Some(Some(2)));
+    }
+    assert_eq!(crate::transport::idle_ready(), 0, "the end has not arrived");
+
+    // The end is read aside and the connection goes back to the pool.
+    go.notify_one();
+    for _ in 0..200 {
+        if crate::transport::idle_ready() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        crate::transport::idle_ready(),
+        1,
+        "the connection was not given back"
+    );
+    let s = committed(attempt(second).await);
+    let (on_finish, _) = recorder();
+    assert_eq!(text(&concat(&chunks(s.into_body(on_finish)).await)), all);
+    assert_eq!(
+        m.accepted.load(Ordering::SeqCst),
+        1,
+        "the connection was reused"
+    );
+    m.seen.recv().await.unwrap();
+    m.seen.recv().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_that_never_ends_after_its_terminal_event_loses_its_connection() {
+    let all = [CHAT_HELLO, CHAT_DONE].concat();
+    let mut m = mock(vec![
+        write(SSE_CHUNKED_HEAD),
+        write(chunked(all.as_bytes())),
+        Step::AwaitClose,
+    ])
+    .await;
+    let mut req = request(&m.base, ClientFormat::OpenAiChat, true);
+    req.watch = watch(2_000, 150, 2_000);
+    let s = committed(attempt(req).await).with_heartbeat_interval_ms(0);
+    let (on_finish, ends) = recorder();
+    // The client's stream ends complete at the terminal event, not with an idle timeout.
+    let body = concat(&chunks(s.into_body(on_finish)).await);
+    assert_eq!(text(&body), all);
+    {
+        let ends = ends.lock().unwrap();
+        assert!(ends[0].completed, "{:?}", ends[0]);
+        assert_eq!(ends[0].abort, None);
+    }
+    // The end is awaited aside for the idle timeout, then the connection is closed.
+    tokio::time::timeout(Duration::from_secs(3), m.closed.recv())
+        .await
+        .expect("the upstream connection was not closed")
+        .unwrap();
+    assert_eq!(crate::transport::idle_ready(), 0);
 }
 
 #[tokio::test]

@@ -131,6 +131,11 @@ impl StreamWatch {
         self.readiness.next_deadline(now).is_none()
     }
 
+    /// The idle timeout: the longest silence allowed between upstream bytes; `0` = off.
+    pub fn idle_limit_ms(&self) -> Millis {
+        self.idle.limit_ms()
+    }
+
     /// The upstream ended: `STREAM_EARLY_EOF` if nothing useful arrived first.
     pub fn on_eof(&self) -> Option<StreamAbort> {
         self.readiness.on_eof()

@@ -214,4 +214,9 @@ impl GapWatchdog {
     pub fn next_deadline(&self, now: Millis) -> Option<Millis> {
         (self.limit_ms > 0).then(|| self.last.saturating_add(self.limit_ms).max(now))
     }
+
+    /// The allowed gap; `0` = off.
+    pub fn limit_ms(&self) -> Millis {
+        self.limit_ms
+    }
 }
