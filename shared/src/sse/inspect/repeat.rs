@@ -10,9 +10,19 @@
 //! before and after that string, with a string in between that has no quote, backslash,
 //! control or non-ASCII byte. The walk over the new event would meet the same tokens and
 //! decide the same, with only the text's length changed. Anything else is walked as before.
+//!
+//! OpenAI adds an `obfuscation` string after the choices of every chat chunk (random padding
+//! that hides the text's length; on unless the request sets
+//! `stream_options.include_obfuscation: false`), so that no two chunks are alike after the
+//! text. When the remembered event's bytes after its text hold that key, its value may differ
+//! too, under the same rule as the text: a plain string, the same bytes around it. No walk
+//! reads that field's value.
 
 use super::EventInfo;
 use super::prescan::{string_end, text_info};
+
+/// The key of OpenAI's per-chunk padding, up to its value's opening quote.
+const OBFUSCATION_KEY: &[u8] = b"\"obfuscation\":\"";
 
 /// What a pre-scan answers for an event, with where its one text string is, if it has one.
 pub(super) type Spanned = Option<(EventInfo, Option<(usize, usize)>)>;
@@ -29,6 +39,8 @@ pub struct Repeat {
     data: Vec<u8>,
     /// The text string's inner bytes in `data`.
     text: (usize, usize),
+    /// The `obfuscation` value's inner bytes in `data`, after the text, if it has one.
+    padding: Option<(usize, usize)>,
     /// Events with a text string walked since the last answer from the event before.
     misses: u8,
 }
@@ -56,6 +68,7 @@ impl Repeat {
             self.data.reserve_exact(data.len());
             self.data.extend_from_slice(data);
             self.text = text;
+            self.padding = padding_after(data, text.1);
             self.name = name.map(<[u8]>::to_vec);
         }
         Some(info)
@@ -67,18 +80,38 @@ impl Repeat {
         }
         let (start, end) = self.text;
         let head = self.data.get(..start)?;
-        let tail = self.data.get(end..)?;
         if data.get(..start)? != head {
             return None;
         }
         let rest = data.get(start..)?;
         let (len, odd) = string_end(rest)?;
-        // The stop byte must be the closing quote, which the tail starts with.
-        if odd || rest.get(len..)? != tail {
+        // The stop byte must be the closing quote, which the remembered bytes after the text
+        // start with.
+        if odd {
             return None;
         }
-        Some(text_info(len))
+        let after = rest.get(len..)?;
+        let same = match self.padding {
+            None => after == self.data.get(end..)?,
+            Some((from, to)) => {
+                let between = self.data.get(end..from)?;
+                let value = after.strip_prefix(between)?;
+                let (padding, odd) = string_end(value)?;
+                !odd && value.get(padding..)? == self.data.get(to..)?
+            }
+        };
+        same.then(|| text_info(len))
     }
+}
+
+/// Where the value of an `obfuscation` key after `from` is in `data` (its inner bytes), when
+/// it is a plain string.
+fn padding_after(data: &[u8], from: usize) -> Option<(usize, usize)> {
+    let after = data.get(from..)?;
+    let key = memchr::memmem::rfind(after, OBFUSCATION_KEY)?;
+    let start = from + key + OBFUSCATION_KEY.len();
+    let (len, odd) = string_end(data.get(start..)?)?;
+    (!odd).then_some((start, start + len))
 }
 
 #[cfg(test)]
@@ -141,12 +174,54 @@ mod tests {
         assert!(memo.same_but_text(None, two).is_none());
     }
 
+    /// A chat chunk as OpenAI sends it by default, with its random padding after the choices.
+    fn padded(text: &str, padding: &str) -> Vec<u8> {
+        format!(
+            r#"{{"id":"chatcmpl-D0q8","object":"chat.completion.chunk","created":1769092764,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_29330a9688","choices":[{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":null}}],"obfuscation":"{padding}"}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn openais_padding_may_differ_like_the_text() {
+        let chat = |_: Option<&[u8]>, data: &[u8]| chat_spanned(data);
+        let mut memo = Repeat::default();
+        memo.answer(None, &padded("Hello", "ZGF"), chat).unwrap();
+        assert!(memo.padding.is_some());
+        let next = memo.same_but_text(None, &padded(",", "lRK2aBv")).unwrap();
+        assert_eq!(next.useful_text_bytes, 1);
+        let same_length = memo.same_but_text(None, &padded(" World", "")).unwrap();
+        assert_eq!(same_length.useful_text_bytes, 6);
+        // An escape or an unusual byte in the padding, another key, a cut end: walked again.
+        for other in [
+            padded("Hi", "a\\b"),
+            padded("Hi", "é"),
+            padded("Hi", "\u{1}"),
+            padded("Hi", "ab\"}}"),
+            padded("Hi", "ZGF")[..padded("Hi", "ZGF").len() - 1].to_vec(),
+            String::from_utf8(padded("Hi", "ZGF"))
+                .unwrap()
+                .replace("obfuscation", "obfuscatioN")
+                .into_bytes(),
+        ] {
+            assert!(
+                memo.same_but_text(None, &other).is_none(),
+                "{}",
+                String::from_utf8_lossy(&other)
+            );
+        }
+        // An event without padding is compared whole, as before.
+        memo.answer(None, &chunk("a", "Hi"), chat).unwrap();
+        assert!(memo.padding.is_none());
+        assert!(memo.same_but_text(None, &chunk("a", "Hey")).is_some());
+    }
+
     #[test]
     fn a_stream_that_does_not_repeat_stops_being_copied() {
         let chat = |_: Option<&[u8]>, data: &[u8]| chat_spanned(data);
-        // A field after the text that changes with every chunk, as OpenAI's `obfuscation`.
+        // A field after the text that changes with every chunk and is not OpenAI's padding.
         let noisy = |i: u32| {
-            format!(r#"{{"choices":[{{"delta":{{"content":"Hi"}}}}],"obfuscation":"{i}"}}"#)
+            format!(r#"{{"choices":[{{"delta":{{"content":"Hi"}}}}],"sequence":"{i}"}}"#)
                 .into_bytes()
         };
         let mut memo = Repeat::default();

@@ -4,6 +4,7 @@
 /// Every fixture, for properties that hold for all of them.
 pub(in crate::sse) const ALL: &[&str] = &[
     OPENAI_CHAT,
+    OPENAI_CHAT_PADDED,
     OPENAI_CHAT_TOOLS,
     OPENAI_CHAT_REASONING,
     OPENAI_CHAT_MIDSTREAM_ERROR,
@@ -29,6 +30,26 @@ data: {"id":"chatcmpl-B9MHDbslfkBeAs8l","object":"chat.completion.chunk","create
 data: {"id":"chatcmpl-B9MHDbslfkBeAs8l","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}
 
 data: {"id":"chatcmpl-B9MHDbslfkBeAs8l","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_06737a9306","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":3,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}
+
+data: [DONE]
+
+"#;
+
+/// Chat completions as OpenAI streams them by default since August 2025: every chunk ends
+/// with an `obfuscation` string of random length (padding against length side channels,
+/// omitted with `stream_options.include_obfuscation: false`). The first four chunks are a
+/// gpt-4o-mini capture published as a contract fixture by the GoModel gateway
+/// (ENTERPILOT/GoModel, `tests/contract/testdata/openai/chat_completion_stream.txt`); the
+/// finish chunk and `[DONE]` are shaped the same.
+pub(in crate::sse) const OPENAI_CHAT_PADDED: &str = r#"data: {"id":"chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq","object":"chat.completion.chunk","created":1769092764,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_29330a9688","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}],"obfuscation":"ZGF"}
+
+data: {"id":"chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq","object":"chat.completion.chunk","created":1769092764,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_29330a9688","choices":[{"index":0,"delta":{"content":","},"logprobs":null,"finish_reason":null}],"obfuscation":"lRK2aBv"}
+
+data: {"id":"chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq","object":"chat.completion.chunk","created":1769092764,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_29330a9688","choices":[{"index":0,"delta":{"content":" World"},"logprobs":null,"finish_reason":null}],"obfuscation":"kJ"}
+
+data: {"id":"chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq","object":"chat.completion.chunk","created":1769092764,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_29330a9688","choices":[{"index":0,"delta":{"content":"!"},"logprobs":null,"finish_reason":null}],"obfuscation":"0wmdEAC"}
+
+data: {"id":"chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq","object":"chat.completion.chunk","created":1769092764,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_29330a9688","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"obfuscation":"Xq0vB"}
 
 data: [DONE]
 

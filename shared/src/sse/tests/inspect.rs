@@ -13,6 +13,30 @@ fn kinds(infos: &[EventInfo]) -> Vec<(EventKind, usize)> {
 use EventKind::{Content, Done, Error, Heartbeat, Other, Ping, Reasoning, ToolCall};
 
 #[test]
+fn openai_chat_with_padding_is_read_like_without() {
+    let got = infos(Format::OpenAiChat, fixtures::OPENAI_CHAT_PADDED.as_bytes());
+    assert_eq!(
+        kinds(&got),
+        vec![
+            (Content, 5),
+            (Content, 1),
+            (Content, 6),
+            (Content, 1),
+            (Other, 0),
+            (Done, 0)
+        ]
+    );
+    // A stream's inspector answers the repeats from the chunk before, and the same.
+    let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiChat);
+    let mut parser = crate::sse::SseParser::new();
+    let mut streamed = Vec::new();
+    parser.feed(fixtures::OPENAI_CHAT_PADDED.as_bytes(), &mut |item| {
+        streamed.push(inspector.inspect_item(&item));
+    });
+    assert_eq!(streamed, got);
+}
+
+#[test]
 fn openai_chat_text_usage_and_done() {
     let got = infos(Format::OpenAiChat, fixtures::OPENAI_CHAT.as_bytes());
     // "Café" is 5 bytes, ` "olé"\n` 8 (decoded escapes), the emoji 4.

@@ -192,20 +192,32 @@ fn strings_either_side_of_the_short_scan_agree() {
 
 /// An OpenAI chunk as providers send them, its text `text` (raw, unescaped).
 fn openai_chunk(id: &str, text: &str) -> Vec<u8> {
+    padded_chunk(id, text, None)
+}
+
+/// An OpenAI chunk, with OpenAI's `obfuscation` padding (raw, unescaped) when given.
+fn padded_chunk(id: &str, text: &str, padding: Option<&str>) -> Vec<u8> {
     let mut out = format!(
         r#"{{"id":"{id}","object":"chat.completion.chunk","created":1796451040,"model":"m","service_tier":"default","system_fingerprint":"fp_1","choices":[{{"index":0,"delta":{{"content":""#
     )
     .into_bytes();
     out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(br#""},"logprobs":null,"finish_reason":null}]}"#);
+    out.extend_from_slice(br#""},"logprobs":null,"finish_reason":null}]"#);
+    if let Some(padding) = padding {
+        out.extend_from_slice(br#","obfuscation":""#);
+        out.extend_from_slice(padding.as_bytes());
+        out.push(b'"');
+    }
+    out.push(b'}');
     out
 }
 
 /// One event of a generated stream.
 #[derive(Debug, Clone)]
 enum Step {
-    /// The provider's chunk with this text (any characters: quotes, backslashes, controls).
-    Text(String),
+    /// The provider's chunk with this text (any characters: quotes, backslashes, controls),
+    /// and OpenAI's padding when given (the same).
+    Text(String, Option<String>),
     /// A generated chunk of any shape.
     Other(String),
 }
@@ -213,10 +225,15 @@ enum Step {
 prop_compose! {
     fn step()(
         text in "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,40}",
+        // Mostly plain, as OpenAI sends it, so that chunks in a row are compared.
+        padding in proptest::option::of(prop_oneof![
+            3 => "[a-zA-Z0-9]{0,16}",
+            1 => "([a-zA-Z0-9]|[\"\\\\\u{1}é]){0,16}",
+        ]),
         other in chunk(),
         pick in 0u8..4,
     ) -> Step {
-        if pick == 0 { Step::Other(other) } else { Step::Text(text) }
+        if pick == 0 { Step::Other(other) } else { Step::Text(text, padding) }
     }
 }
 
@@ -235,7 +252,7 @@ proptest! {
         let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiChat);
         for (i, step) in steps.iter().enumerate() {
             let mut data = match step {
-                Step::Text(text) => openai_chunk(&id, text),
+                Step::Text(text, padding) => padded_chunk(&id, text, padding.as_deref()),
                 Step::Other(other) => other.clone().into_bytes(),
             };
             if let Some((at_step, at, b)) = flip
