@@ -11,7 +11,9 @@
 //!
 //! `classify/429 with headers` is the classification of one upstream error (the work after
 //! every failed attempt); `sse/scan 20-chunk stream` is the tap parser plus the event
-//! inspection over a whole 20-chunk OpenAI stream (the per-stream cost on top of the copy).
+//! inspection over a whole 20-chunk OpenAI stream (the per-stream cost on top of the copy);
+//! `sse/stream inspector, 20 padded chunks` is the same through a stream's inspector for
+//! chunks carrying OpenAI's per-chunk `obfuscation` padding (its repeat path).
 
 use std::hint::black_box;
 
@@ -24,7 +26,7 @@ use switchyard_shared::cooldown::{
     ConnEvent, ConnState, CooldownParams, FailureObservation, on_event,
 };
 use switchyard_shared::outcome::{CooldownHint, FailureReason, ProviderCategory, TerminalSignal};
-use switchyard_shared::sse::{Format, SseItem, SseParser, inspect_item};
+use switchyard_shared::sse::{Format, SseItem, SseParser, StreamInspector, inspect_item};
 use switchyard_shared::strategy::{
     Candidate, QuotaView, SelectCtx, Strategy, StrategyState, order, pick, stable_hash,
 };
@@ -193,6 +195,36 @@ fn sse_scan(c: &mut Criterion) {
     });
 }
 
+/// A stream's inspector over 20 chat chunks as OpenAI sends them by default, each with its
+/// random `obfuscation` padding: the repeat path's case on real OpenAI traffic.
+fn sse_padded_stream(c: &mut Criterion) {
+    let mut stream = String::new();
+    for i in 0..20 {
+        let padding = &"pJxS9aQ0fO3kLmZr"[..(i * 7) % 16];
+        stream.push_str(&format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"gpt-4o-mini\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token {i} \"}},\"logprobs\":null,\"finish_reason\":null}}],\"obfuscation\":\"{padding}\"}}\n\n"
+        ));
+    }
+    stream.push_str("data: [DONE]\n\n");
+    let chunks: Vec<&[u8]> = stream.as_bytes().chunks(256).collect();
+    c.bench_function("sse/stream inspector, 20 padded chunks", |b| {
+        b.iter(|| {
+            let mut parser = SseParser::new();
+            let mut inspector = StreamInspector::new(Format::OpenAiChat);
+            let mut outputs = 0usize;
+            for chunk in &chunks {
+                parser.feed(black_box(chunk), &mut |item: SseItem<'_>| {
+                    if inspector.inspect_item(&item).kind.is_output() {
+                        outputs += 1;
+                    }
+                });
+            }
+            parser.finish();
+            outputs
+        })
+    });
+}
+
 criterion_group!(
     benches,
     strategies,
@@ -200,6 +232,7 @@ criterion_group!(
     cooldown,
     wire,
     classification,
-    sse_scan
+    sse_scan,
+    sse_padded_stream
 );
 criterion_main!(benches);
