@@ -15,6 +15,10 @@ use switchyard_shared::classify::TransportFailure;
 
 use super::pooled::PooledBody;
 
+/// What [`RespBody::drain_aside`] reads at most: an upstream that keeps sending after its
+/// content is complete is not worth its connection.
+pub const DRAIN_MAX_BYTES: usize = 64 * 1024;
+
 /// A response body from the upstream.
 #[derive(Debug)]
 pub enum RespBody {
@@ -63,16 +67,16 @@ impl RespBody {
     /// Reads what is left of a body whose content is complete (the stream's terminal event
     /// arrived) on a task of its own, so that its connection goes back to the pool once the
     /// end arrives, while the response it came with has already ended. What is read is
-    /// dropped; after `limit` without the end, so is the body and with it the connection.
+    /// dropped; after `limit` without the end, or past [`DRAIN_MAX_BYTES`], so is the body
+    /// and with it the connection.
     pub fn drain_aside(mut self, limit: Duration) {
-        if let Self::Proxied(_) = self {
-            // reqwest pools on its own; nothing to give back here.
-            return;
-        }
+        // Either client: reqwest, too, keeps a connection only when its body was read to
+        // the end.
+        let mut left = DRAIN_MAX_BYTES;
         let drain = poll_fn(move |cx| {
             loop {
                 match self.poll_chunk(cx) {
-                    Poll::Ready(Some(Ok(_))) => {}
+                    Poll::Ready(Some(Ok(chunk))) if chunk.len() <= left => left -= chunk.len(),
                     Poll::Ready(_) => return Poll::Ready(()),
                     Poll::Pending => return Poll::Pending,
                 }

@@ -10,7 +10,7 @@ mod idle;
 mod io;
 mod pooled;
 
-pub use body::{RespBody, TransportError};
+pub use body::{DRAIN_MAX_BYTES, RespBody, TransportError};
 pub use client::{BuildError, UpstreamClient, build_client};
 pub use switchyard_shared::endpoint::Endpoint;
 

@@ -680,6 +680,39 @@ async fn an_upstream_that_never_ends_after_its_terminal_event_loses_its_connecti
 }
 
 #[tokio::test]
+async fn an_upstream_that_keeps_sending_after_its_terminal_event_loses_its_connection() {
+    let all = [CHAT_HELLO, CHAT_DONE].concat();
+    let go = Arc::new(Notify::new());
+    let junk = vec![b'x'; crate::transport::DRAIN_MAX_BYTES + 1];
+    let mut m = mock(vec![
+        write(SSE_CHUNKED_HEAD),
+        write(chunked(all.as_bytes())),
+        Step::Wait(Arc::clone(&go)),
+        write(chunked(&junk)),
+        Step::AwaitClose,
+    ])
+    .await;
+    let mut req = request(&m.base, ClientFormat::OpenAiChat, true);
+    // An idle timeout far longer than the wait below: only the byte cap can end the read.
+    req.watch = watch(2_000, 30_000, 30_000);
+    let s = committed(attempt(req).await).with_heartbeat_interval_ms(0);
+    let (on_finish, ends) = recorder();
+    let body = concat(&chunks(s.into_body(on_finish)).await);
+    assert_eq!(
+        text(&body),
+        all,
+        "nothing after the terminal event reaches the client"
+    );
+    assert!(ends.lock().unwrap()[0].completed);
+    go.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), m.closed.recv())
+        .await
+        .expect("the upstream connection was not closed")
+        .unwrap();
+    assert_eq!(crate::transport::idle_ready(), 0);
+}
+
+#[tokio::test]
 async fn anthropic_readiness_waits_for_the_first_content_delta() {
     let all = [
         ANT_START,
