@@ -18,7 +18,8 @@
 //! - the stream ends at the upstream's terminal event (`[DONE]`, `message_stop`…) when the
 //!   upstream's end of body has not arrived with it: the client's last bytes and its end go
 //!   out in one write, and the upstream's end is read aside so that its connection is
-//!   reused (for as long as the idle timeout; after that the connection is closed);
+//!   reused (for as long as the idle timeout and up to 64 KiB; past either the connection
+//!   is closed);
 //! - [`StreamEnd`] is reported exactly once: at the end of the body, or from `Drop` when the
 //!   body is dropped before its end (the client went away).
 //!
