@@ -227,8 +227,8 @@ pub fn inspect_item(format: Format, item: &SseItem<'_>) -> EventInfo {
 }
 
 /// Classifies the events of one stream, in order: [`inspect_item`]'s answers, with chat
-/// chunks and Anthropic text deltas that repeat the event before but for their text
-/// answered from it ([`repeat::Repeat`]).
+/// chunks, Anthropic text deltas and Responses text deltas that repeat the event before but
+/// for their text answered from it ([`repeat::Repeat`]).
 #[derive(Debug, Clone)]
 pub struct StreamInspector {
     format: Format,
@@ -255,7 +255,7 @@ impl StreamInspector {
         let repeat = &mut self.repeat;
         classify(self.format, event, |name, data| match self.format {
             Format::OpenAiChat => repeat.answer(name, data, |_, data| prescan::chat_spanned(data)),
-            Format::OpenAiResponses => prescan_events::responses(name, data),
+            Format::OpenAiResponses => repeat.answer(name, data, prescan_events::responses_spanned),
             Format::Anthropic => repeat.answer(name, data, prescan_events::anthropic_spanned),
         })
     }

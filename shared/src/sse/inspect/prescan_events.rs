@@ -121,6 +121,29 @@ pub(in crate::sse) fn responses(name: Option<&[u8]>, data: &[u8]) -> Option<Even
         return None;
     }
     let ev = whole(data, resp_event)?;
+    resp_answer(name, &ev)
+}
+
+/// [`responses`], and where the delta's text is (its string's inner bytes) for a text or
+/// refusal delta: the answer for an event that differs from this one only there (and in its
+/// `sequence_number`) follows from the new text's length ([`super::repeat`]).
+pub(super) fn responses_spanned(
+    name: Option<&[u8]>,
+    data: &[u8],
+) -> Option<(EventInfo, Option<(usize, usize)>)> {
+    if name == Some(b"error") {
+        return None;
+    }
+    let (ev, span) = whole_spanned(data, resp_event)?;
+    let info = resp_answer(name, &ev)?;
+    let text = matches!(
+        name.or(ev.kind),
+        Some(b"response.output_text.delta" | b"response.refusal.delta")
+    );
+    Some((info, span.filter(|_| text)))
+}
+
+fn resp_answer(name: Option<&[u8]>, ev: &RespEvent<'_>) -> Option<EventInfo> {
     let kind = name.or(ev.kind).unwrap_or_default();
     Some(match kind {
         b"error"
@@ -129,10 +152,7 @@ pub(in crate::sse) fn responses(name: Option<&[u8]>, data: &[u8]) -> Option<Even
         | b"response.incomplete"
         | b"response.output_item.added"
         | b"response.output_item.done" => return None,
-        b"response.output_text.delta" | b"response.refusal.delta" if ev.delta > 0 => EventInfo {
-            useful_text_bytes: ev.delta,
-            ..EventInfo::of(EventKind::Content)
-        },
+        b"response.output_text.delta" | b"response.refusal.delta" => text_info(ev.delta),
         k if k.starts_with(b"response.reasoning") => EventInfo::of(EventKind::Reasoning),
         k if memchr::memmem::find(k, b"_call").is_some() => EventInfo::of(EventKind::ToolCall),
         _ => EventInfo::of(EventKind::Other),

@@ -17,12 +17,18 @@
 //! text. When the remembered event's bytes after its text hold that key, its value may differ
 //! too, under the same rule as the text: a plain string, the same bytes around it. No walk
 //! reads that field's value.
+//!
+//! A Responses delta also counts its events: `sequence_number` rises by one each time, before
+//! the text. When the remembered event's bytes before its text hold that key with an integer,
+//! the integer may differ too (any JSON integer: digits, no leading zero); no walk reads it.
 
 use super::EventInfo;
 use super::prescan::{string_end, text_info};
 
 /// The key of OpenAI's per-chunk padding, up to its value's opening quote.
 const OBFUSCATION_KEY: &[u8] = b"\"obfuscation\":\"";
+/// The key of a Responses event's counter, up to its value.
+const SEQUENCE_KEY: &[u8] = b"\"sequence_number\":";
 
 /// What a pre-scan answers for an event, with where its one text string is, if it has one.
 pub(super) type Spanned = Option<(EventInfo, Option<(usize, usize)>)>;
@@ -41,6 +47,8 @@ pub struct Repeat {
     text: (usize, usize),
     /// The `obfuscation` value's inner bytes in `data`, after the text, if it has one.
     padding: Option<(usize, usize)>,
+    /// The `sequence_number` integer's bytes in `data`, before the text, if it has one.
+    counter: Option<(usize, usize)>,
     /// Events with a text string walked since the last answer from the event before.
     misses: u8,
 }
@@ -69,6 +77,7 @@ impl Repeat {
             self.data.extend_from_slice(data);
             self.text = text;
             self.padding = padding_after(data, text.1);
+            self.counter = counter_before(data, text.0);
             self.name = name.map(<[u8]>::to_vec);
         }
         Some(info)
@@ -79,11 +88,24 @@ impl Repeat {
             return None;
         }
         let (start, end) = self.text;
-        let head = self.data.get(..start)?;
-        if data.get(..start)? != head {
-            return None;
-        }
-        let rest = data.get(start..)?;
+        let rest = match self.counter {
+            None => {
+                if data.get(..start)? != self.data.get(..start)? {
+                    return None;
+                }
+                data.get(start..)?
+            }
+            Some((from, to)) => {
+                if data.get(..from)? != self.data.get(..from)? {
+                    return None;
+                }
+                let value = data.get(from..)?;
+                let digits = integer_len(value)?;
+                value
+                    .get(digits..)?
+                    .strip_prefix(self.data.get(to..start)?)?
+            }
+        };
         let (len, odd) = string_end(rest)?;
         // The stop byte must be the closing quote, which the remembered bytes after the text
         // start with.
@@ -101,6 +123,24 @@ impl Repeat {
             }
         };
         same.then(|| text_info(len))
+    }
+}
+
+/// Where the integer of a `sequence_number` key before `to` is in `data`.
+fn counter_before(data: &[u8], to: usize) -> Option<(usize, usize)> {
+    let head = data.get(..to)?;
+    let start = memchr::memmem::find(head, SEQUENCE_KEY)? + SEQUENCE_KEY.len();
+    let len = integer_len(head.get(start..)?)?;
+    Some((start, start + len))
+}
+
+/// The length of the JSON integer `bytes` start with (digits, no leading zero), or `None`.
+fn integer_len(bytes: &[u8]) -> Option<usize> {
+    let len = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    match bytes.first() {
+        _ if len == 0 => None,
+        Some(b'0') if len > 1 => None,
+        _ => Some(len),
     }
 }
 
@@ -214,6 +254,52 @@ mod tests {
         memo.answer(None, &chunk("a", "Hi"), chat).unwrap();
         assert!(memo.padding.is_none());
         assert!(memo.same_but_text(None, &chunk("a", "Hey")).is_some());
+    }
+
+    /// A Responses text delta as OpenAI sends it, with its counter and padding.
+    fn delta(seq: &str, text: &str, padding: &str) -> Vec<u8> {
+        format!(
+            r#"{{"type":"response.output_text.delta","sequence_number":{seq},"item_id":"msg_0508041cc126e1bb","output_index":1,"content_index":0,"delta":"{text}","logprobs":[],"obfuscation":"{padding}"}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn a_responses_counter_may_differ_like_the_text() {
+        let responses = crate::sse::inspect::prescan_events::responses_spanned;
+        let name = Some(&b"response.output_text.delta"[..]);
+        let mut memo = Repeat::default();
+        memo.answer(name, &delta("4", "Hello", "EMAj0"), responses)
+            .unwrap();
+        assert!(memo.counter.is_some() && memo.padding.is_some());
+        for (seq, text) in [("5", ","), ("10", " World"), ("123456", ""), ("0", "!")] {
+            let got = memo
+                .same_but_text(name, &delta(seq, text, "pvmKQ7xIR"))
+                .unwrap();
+            assert_eq!(got, text_info(text.len()), "{seq} {text}");
+        }
+        // Not an integer JSON allows, or another key: walked again.
+        for seq in ["05", "-5", "5.0", "5e2", "\"5\"", ""] {
+            assert!(
+                memo.same_but_text(name, &delta(seq, "Hi", "ZGF")).is_none(),
+                "{seq}"
+            );
+        }
+        let renamed = String::from_utf8(delta("5", "Hi", "ZGF"))
+            .unwrap()
+            .replace("sequence_number", "sequence_numbeR");
+        assert!(memo.same_but_text(name, renamed.as_bytes()).is_none());
+        // Another event name with the same data: walked again.
+        assert!(
+            memo.same_but_text(Some(b"response.refusal.delta"), &delta("5", "Hi", "Z"))
+                .is_none()
+        );
+        // A reasoning delta answers without its text: nothing remembered.
+        let mut memo = Repeat::default();
+        let reasoning = Some(&b"response.reasoning_summary_text.delta"[..]);
+        memo.answer(reasoning, &delta("4", "Hi", "Z"), responses)
+            .unwrap();
+        assert!(memo.data.is_empty());
     }
 
     #[test]

@@ -418,3 +418,67 @@ fn repeated_text_deltas_are_answered_from_the_one_before() {
         }
     }
 }
+
+/// A Responses text delta as OpenAI sends it, its counter, text and padding raw (unescaped).
+fn responses_delta(kind: &str, seq: &str, text: &str, padding: &str) -> Vec<u8> {
+    let mut out = format!(
+        r#"{{"type":"{kind}","sequence_number":{seq},"item_id":"msg_1","output_index":1,"content_index":0,"delta":""#
+    )
+    .into_bytes();
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(br#"","logprobs":[],"obfuscation":""#);
+    out.extend_from_slice(padding.as_bytes());
+    out.extend_from_slice(br#""}"#);
+    out
+}
+
+prop_compose! {
+    /// One event of a generated Responses stream: a text, refusal or reasoning delta with any
+    /// counter, text and padding, or a generated event of any shape, under a name or none.
+    fn responses_step()(
+        seq in prop_oneof![4 => "[1-9][0-9]{0,5}", 1 => "(0|-1|01|1\\.5|1e3|)"],
+        text in prop_oneof![3 => "[a-zA-Z ,.!]{0,12}", 1 => "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,12}"],
+        padding in prop_oneof![3 => "[a-zA-Z0-9]{0,16}", 1 => "([a-zA-Z0-9]|[\"\\\\\u{1}é]){0,8}"],
+        other in event(),
+        pick in 0u8..8,
+        name in prop::sample::select(vec![None, Some("response.output_text.delta"), Some("response.refusal.delta"), Some("error")]),
+    ) -> (Option<&'static str>, Vec<u8>) {
+        let data = match pick {
+            0 => other.into_bytes(),
+            1 => responses_delta("response.reasoning_summary_text.delta", &seq, &text, &padding),
+            2 => responses_delta("response.refusal.delta", &seq, &text, &padding),
+            _ => responses_delta("response.output_text.delta", &seq, &text, &padding),
+        };
+        (name, data)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// A stream's inspector, which answers Responses text deltas that repeat the event before
+    /// but for their text, counter and padding from that one, agrees with the stateless
+    /// inspection on every event of generated Responses streams, with a byte inserted
+    /// anywhere.
+    #[test]
+    fn a_streams_inspector_agrees_on_responses_streams(
+        steps in prop::collection::vec(responses_step(), 1..12),
+        flip in proptest::option::of((0usize..12, 0usize..200, any::<u8>())),
+    ) {
+        let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiResponses);
+        for (i, (name, data)) in steps.iter().enumerate() {
+            let mut data = data.clone();
+            if let Some((at_step, at, b)) = flip
+                && at_step == i
+            {
+                let at = at % (data.len() + 1);
+                data.insert(at, b);
+            }
+            let name = name.map(str::as_bytes);
+            let event = SseEvent { event: name, data: &data, id: None, retry: None };
+            let alone = inspect(Format::OpenAiResponses, &event);
+            let streamed = inspector.inspect_item(&SseItem::Event(event));
+            prop_assert_eq!(streamed, alone, "{:?} {}", name, String::from_utf8_lossy(&data));
+        }
+    }
+}
