@@ -13,7 +13,9 @@
 //! every failed attempt); `sse/scan 20-chunk stream` is the tap parser plus the event
 //! inspection over a whole 20-chunk OpenAI stream (the per-stream cost on top of the copy);
 //! `sse/stream inspector, 20 padded chunks` is the same through a stream's inspector for
-//! chunks carrying OpenAI's per-chunk `obfuscation` padding (its repeat path).
+//! chunks carrying OpenAI's per-chunk `obfuscation` padding (its repeat path), and
+//! `sse/stream inspector, 20 Responses deltas` for Responses text deltas with their counter
+//! and padding.
 
 use std::hint::black_box;
 
@@ -206,11 +208,38 @@ fn sse_padded_stream(c: &mut Criterion) {
         ));
     }
     stream.push_str("data: [DONE]\n\n");
+    inspector_bench(
+        c,
+        "sse/stream inspector, 20 padded chunks",
+        Format::OpenAiChat,
+        &stream,
+    );
+}
+
+/// The same for 20 Responses text deltas, each with its counter and padding.
+fn sse_responses_stream(c: &mut Criterion) {
+    let mut stream = String::new();
+    for i in 0..20 {
+        let padding = &"pJxS9aQ0fO3kLmZr"[..(i * 7) % 16];
+        stream.push_str(&format!(
+            "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{},\"item_id\":\"msg_0508041cc126e1bb0169b52d2314808191b5\",\"output_index\":1,\"content_index\":0,\"delta\":\"token {i} \",\"logprobs\":[],\"obfuscation\":\"{padding}\"}}\n\n",
+            i + 4
+        ));
+    }
+    inspector_bench(
+        c,
+        "sse/stream inspector, 20 Responses deltas",
+        Format::OpenAiResponses,
+        &stream,
+    );
+}
+
+fn inspector_bench(c: &mut Criterion, name: &str, format: Format, stream: &str) {
     let chunks: Vec<&[u8]> = stream.as_bytes().chunks(256).collect();
-    c.bench_function("sse/stream inspector, 20 padded chunks", |b| {
+    c.bench_function(name, |b| {
         b.iter(|| {
             let mut parser = SseParser::new();
-            let mut inspector = StreamInspector::new(Format::OpenAiChat);
+            let mut inspector = StreamInspector::new(format);
             let mut outputs = 0usize;
             for chunk in &chunks {
                 parser.feed(black_box(chunk), &mut |item: SseItem<'_>| {
@@ -233,6 +262,7 @@ criterion_group!(
     wire,
     classification,
     sse_scan,
-    sse_padded_stream
+    sse_padded_stream,
+    sse_responses_stream
 );
 criterion_main!(benches);
