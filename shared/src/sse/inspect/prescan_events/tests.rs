@@ -349,6 +349,42 @@ fn text_delta(kind: &str, field: &str, text: &str) -> Vec<u8> {
     out
 }
 
+/// Feeds `steps` (a name and data each) to one stream's inspector, with `flip`'s byte inserted
+/// into its step, and checks every answer against the stateless inspection.
+fn streamed_agrees(
+    format: Format,
+    steps: &[(Option<&str>, Vec<u8>)],
+    flip: Option<(usize, usize, u8)>,
+) -> Result<(), TestCaseError> {
+    let mut inspector = crate::sse::StreamInspector::new(format);
+    for (i, (name, data)) in steps.iter().enumerate() {
+        let mut data = data.clone();
+        if let Some((at_step, at, b)) = flip
+            && at_step == i
+        {
+            let at = at % (data.len() + 1);
+            data.insert(at, b);
+        }
+        let name = name.map(str::as_bytes);
+        let event = SseEvent {
+            event: name,
+            data: &data,
+            id: None,
+            retry: None,
+        };
+        let alone = inspect(format, &event);
+        let streamed = inspector.inspect_item(&SseItem::Event(event));
+        prop_assert_eq!(
+            streamed,
+            alone,
+            "{:?} {}",
+            name,
+            String::from_utf8_lossy(&data)
+        );
+    }
+    Ok(())
+}
+
 prop_compose! {
     /// One event of a generated Anthropic stream: a text or thinking delta with any text,
     /// or a generated event of any shape, under a name or none.
@@ -379,21 +415,7 @@ proptest! {
         steps in prop::collection::vec(anthropic_step(), 1..12),
         flip in proptest::option::of((0usize..12, 0usize..200, any::<u8>())),
     ) {
-        let mut inspector = crate::sse::StreamInspector::new(Format::Anthropic);
-        for (i, (name, data)) in steps.iter().enumerate() {
-            let mut data = data.clone();
-            if let Some((at_step, at, b)) = flip
-                && at_step == i
-            {
-                let at = at % (data.len() + 1);
-                data.insert(at, b);
-            }
-            let name = name.map(str::as_bytes);
-            let event = SseEvent { event: name, data: &data, id: None, retry: None };
-            let alone = inspect(Format::Anthropic, &event);
-            let streamed = inspector.inspect_item(&SseItem::Event(event));
-            prop_assert_eq!(streamed, alone, "{:?} {}", name, String::from_utf8_lossy(&data));
-        }
+        streamed_agrees(Format::Anthropic, &steps, flip)?;
     }
 }
 
@@ -465,20 +487,6 @@ proptest! {
         steps in prop::collection::vec(responses_step(), 1..12),
         flip in proptest::option::of((0usize..12, 0usize..200, any::<u8>())),
     ) {
-        let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiResponses);
-        for (i, (name, data)) in steps.iter().enumerate() {
-            let mut data = data.clone();
-            if let Some((at_step, at, b)) = flip
-                && at_step == i
-            {
-                let at = at % (data.len() + 1);
-                data.insert(at, b);
-            }
-            let name = name.map(str::as_bytes);
-            let event = SseEvent { event: name, data: &data, id: None, retry: None };
-            let alone = inspect(Format::OpenAiResponses, &event);
-            let streamed = inspector.inspect_item(&SseItem::Event(event));
-            prop_assert_eq!(streamed, alone, "{:?} {}", name, String::from_utf8_lossy(&data));
-        }
+        streamed_agrees(Format::OpenAiResponses, &steps, flip)?;
     }
 }
