@@ -27,8 +27,10 @@ pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usi
     Some((text_info(text), span))
 }
 
-/// [`whole`], and the inner bytes of the one text string the walk read
-/// ([`Scanner::text_string`]), when it read exactly one.
+/// Runs `value` over `data` as one JSON document (surrounding whitespace allowed), with the
+/// inner bytes of the one text string the walk read ([`Scanner::text_string`]) when it read
+/// exactly one; `None` when `data` has an escape or invalid UTF-8, when `value` gives up, or
+/// when anything follows the value.
 pub(super) fn whole_spanned<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
@@ -52,17 +54,7 @@ pub(super) fn text_info(text: usize) -> EventInfo {
     }
 }
 
-/// Runs `value` over `data` as one JSON document (surrounding whitespace allowed); `None`
-/// when `data` has an escape or invalid UTF-8, when `value` gives up, or when anything
-/// follows the value.
-pub(super) fn whole<'a, T>(
-    data: &'a [u8],
-    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
-) -> Option<T> {
-    whole_spanned(data, value).map(|(out, _)| out)
-}
-
-/// [`whole`], but strings that are only skipped may hold escapes (validated as serde does
+/// [`whole_spanned`], but strings that are only skipped may hold escapes (validated as serde does
 /// when it ignores a string). Strings the caller reads ([`Scanner::string`]), keys included,
 /// still defer when they hold one.
 ///

@@ -10,7 +10,7 @@
 //! skipped with validation. Anything else answers `None` and the caller runs the full parse,
 //! so the classification is always the one [`super::super::formats`] gives.
 
-use super::prescan::{Scanner, Seen, text_info, whole, whole_spanned};
+use super::prescan::{Scanner, Seen, text_info, whole_spanned};
 use super::{EventInfo, EventKind};
 
 #[cfg(test)]
@@ -117,11 +117,7 @@ struct RespEvent<'a> {
 /// is not one of the events the full parse reads further (errors, failure, completion, output
 /// items), or `None`.
 pub(in crate::sse) fn responses(name: Option<&[u8]>, data: &[u8]) -> Option<EventInfo> {
-    if name == Some(b"error") {
-        return None;
-    }
-    let ev = whole(data, resp_event)?;
-    resp_answer(name, &ev)
+    responses_spanned(name, data).map(|(info, _)| info)
 }
 
 /// [`responses`], and where the delta's text is (its string's inner bytes) for a text or
