@@ -13,6 +13,7 @@ pub(in crate::sse) const ALL: &[&str] = &[
     ANTHROPIC_TOOL_USE,
     ANTHROPIC_OVERLOADED,
     RESPONSES,
+    RESPONSES_PADDED,
     RESPONSES_TOOLS,
     RESPONSES_ERRORS,
 ];
@@ -208,6 +209,57 @@ data: {"type":"response.output_text.done","sequence_number":10,"item_id":"msg_1"
 
 event: response.completed
 data: {"type":"response.completed","sequence_number":11,"response":{"id":"resp_67c9fdcecf488190","object":"response","status":"completed","output":[{"id":"msg_1","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Hi there!"}],"role":"assistant"}],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":4},"output_tokens":11,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":48}}}
+
+"#;
+
+/// A Responses stream as OpenAI sends it by default: every text delta carries its
+/// `sequence_number` before the text and an `obfuscation` padding after it. A recorded
+/// gpt-5-2025-08-07 stream, kept as a replay fixture by the SwiftAgent project
+/// (SwiftedMind/SwiftAgent,
+/// `Tests/SwiftAgentTests/OpenAIAdapter/OpenAIAdapterStreamingToolCallsTests.swift`, its
+/// second response). The events before the content part and the two `done` events after the
+/// text are left out, and `response.completed` keeps only its id, status, model and usage.
+pub(in crate::sse) const RESPONSES_PADDED: &str = r#"event: response.content_part.added
+data: {"type":"response.content_part.added","sequence_number":3,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":"Current","logprobs":[],"obfuscation":"8LmeBsRtk"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" weather","logprobs":[],"obfuscation":"fl9SWXpF"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":6,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" in","logprobs":[],"obfuscation":"0uzkNlgTVuACI"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" New","logprobs":[],"obfuscation":"m6CUvXEzWfZv"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":8,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" York","logprobs":[],"obfuscation":"yW0YQNvlCcF"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":9,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" City","logprobs":[],"obfuscation":"alx43zz35m4"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":10,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":",","logprobs":[],"obfuscation":"upDHkp9MuPeysjI"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":11,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" USA","logprobs":[],"obfuscation":"1f5eJnDuVv47"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":12,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":":","logprobs":[],"obfuscation":"yfTPZO99UZVlx4I"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":13,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":" Sunny","logprobs":[],"obfuscation":"bP4DLMeMRN"}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":14,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"delta":".","logprobs":[],"obfuscation":"oxtpMK8COHrCfpB"}
+
+event: response.output_text.done
+data: {"type":"response.output_text.done","sequence_number":15,"item_id":"msg_68d930427844819ebda216a5dcfbec4603aa6e5a972b3b23","output_index":0,"content_index":0,"text":"Current weather in New York City, USA: Sunny.","logprobs":[]}
+
+event: response.completed
+data: {"type":"response.completed","sequence_number":18,"response":{"id":"resp_68d93041848c819e90d610c34d125a8f03aa6e5a972b3b23","object":"response","created_at":1759064129,"status":"completed","model":"gpt-5-2025-08-07","output":[],"usage":{"input_tokens":114,"input_tokens_details":{"cached_tokens":0},"output_tokens":15,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":129}}}
 
 "#;
 

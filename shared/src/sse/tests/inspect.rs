@@ -37,6 +37,28 @@ fn openai_chat_with_padding_is_read_like_without() {
 }
 
 #[test]
+fn responses_with_counter_and_padding_are_read_like_without() {
+    let got = infos(
+        Format::OpenAiResponses,
+        fixtures::RESPONSES_PADDED.as_bytes(),
+    );
+    // The eleven deltas' texts: "Current weather in New York City, USA: Sunny."
+    let texts = [7, 8, 3, 4, 5, 5, 1, 4, 1, 6, 1];
+    let mut want = vec![(Other, 0)];
+    want.extend(texts.iter().map(|&n| (Content, n)));
+    want.extend([(Other, 0), (Done, 0)]);
+    assert_eq!(kinds(&got), want);
+    // A stream's inspector answers the deltas from the one before, and the same.
+    let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiResponses);
+    let mut parser = crate::sse::SseParser::new();
+    let mut streamed = Vec::new();
+    parser.feed(fixtures::RESPONSES_PADDED.as_bytes(), &mut |item| {
+        streamed.push(inspector.inspect_item(&item));
+    });
+    assert_eq!(streamed, got);
+}
+
+#[test]
 fn openai_chat_text_usage_and_done() {
     let got = infos(Format::OpenAiChat, fixtures::OPENAI_CHAT.as_bytes());
     // "Café" is 5 bytes, ` "olé"\n` 8 (decoded escapes), the emoji 4.

@@ -111,6 +111,7 @@ fn captured_events_agree_and_deltas_take_the_fast_path() {
         Format::OpenAiResponses,
         &[
             fixtures::RESPONSES,
+            fixtures::RESPONSES_PADDED,
             fixtures::RESPONSES_TOOLS,
             fixtures::RESPONSES_ERRORS,
         ],
