@@ -29,6 +29,7 @@ pub mod body;
 pub(super) mod prescan;
 pub(super) mod prescan_events;
 mod repeat;
+mod usage_scan;
 
 /// The longest upstream error message kept, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
