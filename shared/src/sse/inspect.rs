@@ -15,9 +15,10 @@
 //!   throughput judgement.
 //! - An error event is [`EventKind::Error`] even inside a `200` stream.
 //! - JSON is parsed only when the answer depends on it, into small borrowed structs; text is
-//!   measured, never copied. Plain chat text chunks, Anthropic content deltas and Responses
-//!   delta events skip serde through strict scanners (`prescan`, `prescan_events`) that
-//!   defer to the full parse whenever they are not certain.
+//!   measured, never copied. Plain chat text chunks (and the finish and usage chunks that
+//!   close a stream), Anthropic content deltas and Responses delta events skip serde through
+//!   strict scanners (`prescan`, `prescan_events`) that defer to the full parse whenever
+//!   they are not certain.
 
 use serde::{Deserialize, Serialize};
 
@@ -206,6 +207,8 @@ fn classify(
     }
     let data = event.data.trim_ascii();
     match format {
+        // Ends every chat stream; neither the pre-scan nor the event before can tell more.
+        Format::OpenAiChat if data == b"[DONE]" => EventInfo::of(EventKind::Done),
         // Plain text chunks are most of a stream: a strict scanner classifies them without serde.
         Format::OpenAiChat if name != Some(b"error") => {
             prescan(name, data).unwrap_or_else(|| formats::chat(name, data))

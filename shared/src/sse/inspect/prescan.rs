@@ -1,6 +1,7 @@
 //! A fast path for the commonest event of all: an OpenAI chat chunk whose choices carry only a
-//! text delta (or nothing): usage, error, finish reason, refusal, reasoning, tool-call and
-//! legacy `text` fields absent or `null`.
+//! text delta (or nothing), and for the two that close every stream: the chunk with the
+//! finish reason (a plain string) and the one with usage. Error, refusal, reasoning,
+//! tool-call and legacy `text` fields must be absent or `null`.
 //!
 //! Parsing every chunk with serde cost about 6,000 instructions per event, a large share of a
 //! proxied stream's CPU. This scanner walks such a chunk once, validating it as strictly as
@@ -9,7 +10,8 @@
 //! field, an unexpected type), it answers `None` and the caller runs the full parse, so the
 //! result is always the one the full parse gives.
 
-use super::{EventInfo, EventKind};
+use super::usage_scan::usage;
+use super::{EventInfo, EventKind, FinishReason, Usage};
 
 /// Serde's own recursion limit is 128; deeper chunks go to the full parse.
 const MAX_DEPTH: usize = 64;
@@ -23,8 +25,33 @@ pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
 /// exactly one content string: the answer for an event that differs from this one only
 /// there follows from the new text's length ([`super::repeat`]).
 pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usize)>)> {
-    let (text, span) = whole_spanned(data, Scanner::top)?;
-    Some((text_info(text), span))
+    let (chunk, span) = whole_spanned(data, Scanner::top)?;
+    let mut info = text_info(chunk.text);
+    if let Some(reason) = chunk.finish_reason {
+        // The walk accepted only UTF-8 in strings; this cannot fail.
+        info.finish_reason = Some(FinishReason::from_upstream(
+            std::str::from_utf8(reason).ok()?,
+        ));
+    }
+    if chunk.usage.is_some() {
+        info.usage = chunk.usage;
+        if info.kind == EventKind::Other {
+            info.kind = EventKind::Usage;
+        }
+    }
+    // The event after this one is answered from its text alone only when this answer is
+    // nothing but its text (`repeat`).
+    let plain = info.finish_reason.is_none() && info.usage.is_none();
+    Some((info, span.filter(|_| plain)))
+}
+
+/// What the chat walk reads off a chunk.
+struct ChatChunk<'a> {
+    /// Text bytes of all its choices.
+    text: usize,
+    /// The last choice's finish reason that is not `null` (the full parse keeps the last).
+    finish_reason: Option<&'a [u8]>,
+    usage: Option<Usage>,
 }
 
 /// Runs `value` over `data` as one JSON document (surrounding whitespace allowed), with the
@@ -375,9 +402,14 @@ impl<'a> Scanner<'a> {
         Some(self.text_string()?.len())
     }
 
-    /// The chunk object: the text bytes of its choices.
-    fn top(&mut self) -> Option<usize> {
-        let (mut text, mut seen) = (0, Seen::default());
+    /// The chunk object: the text bytes, finish reason and usage of its choices.
+    fn top(&mut self) -> Option<ChatChunk<'a>> {
+        let mut chunk = ChatChunk {
+            text: 0,
+            finish_reason: None,
+            usage: None,
+        };
+        let mut seen = Seen::default();
         self.object(|s, key| match key {
             b"choices" => {
                 seen.first(0)?;
@@ -385,20 +417,29 @@ impl<'a> Scanner<'a> {
                     return Some(());
                 }
                 s.array(|s| {
-                    text += s.choice()?;
+                    let (text, finish_reason) = s.choice()?;
+                    chunk.text += text;
+                    chunk.finish_reason = finish_reason.or(chunk.finish_reason);
                     Some(())
                 })
             }
-            b"usage" => seen.null(1, s),
+            b"usage" => {
+                seen.first(1)?;
+                if !s.null() {
+                    chunk.usage = Some(usage(s)?);
+                }
+                Some(())
+            }
             b"error" => seen.null(2, s),
             _ => s.skip(1),
         })?;
-        Some(text)
+        Some(chunk)
     }
 
-    /// One choice: a `delta`; `finish_reason` and `text` only when null.
-    fn choice(&mut self) -> Option<usize> {
-        let (mut text, mut seen) = (0, Seen::default());
+    /// One choice: a `delta` and a `finish_reason` (a plain string or null); `text` only
+    /// when null.
+    fn choice(&mut self) -> Option<(usize, Option<&'a [u8]>)> {
+        let (mut text, mut finish_reason, mut seen) = (0, None, Seen::default());
         self.object(|s, key| match key {
             b"delta" => {
                 seen.first(0)?;
@@ -408,11 +449,15 @@ impl<'a> Scanner<'a> {
                 text = s.delta()?;
                 Some(())
             }
-            b"finish_reason" => seen.null(1, s),
+            b"finish_reason" => {
+                seen.first(1)?;
+                finish_reason = s.opt_string()?;
+                Some(())
+            }
             b"text" => seen.null(2, s),
             _ => s.skip(2),
         })?;
-        Some(text)
+        Some((text, finish_reason))
     }
 
     /// A delta: `content` as a string or null; every other field the full parse reads only

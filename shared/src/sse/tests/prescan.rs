@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::fixtures;
-use super::json_gen::{object, scalar};
+use super::json_gen::{counter, object, scalar, usage_key};
 use crate::sse::inspect::prescan;
 use crate::sse::{EventInfo, EventKind, Format, SseItem, SseParser, formats, inspect};
 
@@ -82,6 +82,56 @@ fn plain_text_chunk_is_content_with_exact_bytes() {
     assert_eq!(info, formats::chat(None, data));
 }
 
+/// The chunks that close a stream (the finish reason, then usage, as OpenAI sends them with
+/// `stream_options.include_usage`) take the fast path, with the full parse's answer.
+#[test]
+fn finish_and_usage_chunks_take_the_fast_path() {
+    let finish = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}"#;
+    let info = prescan::chat(finish).expect("a finish chunk takes the fast path");
+    assert_eq!(info.finish_reason, Some(crate::sse::FinishReason::Stop));
+    assert_eq!(info.kind, EventKind::Other);
+    assert_eq!(info, formats::chat(None, finish));
+    let last = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"length"},{"index":1,"delta":{},"finish_reason":null}]}"#;
+    let info = prescan::chat(last).expect("text with a finish reason takes the fast path");
+    assert_eq!(
+        (info.kind, info.finish_reason.clone()),
+        (EventKind::Content, Some(crate::sse::FinishReason::Length))
+    );
+    assert_eq!(info, formats::chat(None, last));
+    // Of several choices' reasons the full parse keeps the last one that is not null.
+    let two = br#"{"choices":[{"delta":{},"finish_reason":"stop"},{"delta":{},"finish_reason":"length"},{"delta":{},"finish_reason":null}]}"#;
+    let info = prescan::chat(two).expect("two finish reasons take the fast path");
+    assert_eq!(info.finish_reason, Some(crate::sse::FinishReason::Length));
+    assert_eq!(info, formats::chat(None, two));
+    let mut closing = 0;
+    for stream in fixtures::ALL {
+        let mut parser = SseParser::new();
+        parser.feed(stream.as_bytes(), &mut |item| {
+            let SseItem::Event(e) = item else { return };
+            let full = formats::chat(e.event, e.data.trim_ascii());
+            if e.event.is_none() && (full.usage.is_some() || full.finish_reason.is_some()) {
+                closing += 1;
+                assert_eq!(
+                    prescan::chat(e.data.trim_ascii()).as_ref(),
+                    Some(&full),
+                    "{}",
+                    String::from_utf8_lossy(e.data)
+                );
+            }
+        });
+    }
+    assert!(closing >= 3, "closing chunks in the fixtures: {closing}");
+    // Counters the full parse refuses or reads differently still take it.
+    for usage in ["-1", "1.0", "\"3\"", "18446744073709551616"] {
+        let data = format!(r#"{{"choices":[],"usage":{{"prompt_tokens":{usage}}}}}"#);
+        assert_eq!(prescan::chat(data.as_bytes()), None, "{data}");
+    }
+    assert_eq!(
+        prescan::chat(br#"{"choices":[{"delta":{},"finish_reason":"st\u006fp"}]}"#),
+        None
+    );
+}
+
 /// A JSON value as text, often odd: numbers serde rejects, raw control characters, escapes.
 fn key() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec![
@@ -106,12 +156,34 @@ fn key() -> impl Strategy<Value = &'static str> {
     ])
 }
 
+/// A finish reason as providers send it, or one the full parse refuses or reads differently.
+fn finish_reason() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "\"stop\"",
+            "\"length\"",
+            "\"tool_calls\"",
+            "\"content_filter\"",
+            "\"end_turn\"",
+            "\"\"",
+            "\"st\\u006fp\"",
+            "null",
+            "1",
+            "[]",
+        ])
+        .prop_map(str::to_owned),
+        scalar(),
+    ]
+}
+
 prop_compose! {
     fn chunk()(
         delta in prop::collection::vec((key(), scalar()), 0..4),
         content in proptest::option::of(scalar()),
         choice in prop::collection::vec((key(), scalar()), 0..3),
+        finish in proptest::option::of(finish_reason()),
         top in prop::collection::vec((key(), scalar()), 0..3),
+        usage in proptest::option::of(prop::collection::vec((usage_key(), counter()), 0..4)),
         n in 0usize..3,
         ws in prop::sample::select(vec!["", " ", "\n", "\u{c}"]),
     ) -> String {
@@ -121,9 +193,15 @@ prop_compose! {
         }
         let mut choice = choice;
         choice.push(("delta", object(delta, ws)));
+        if let Some(finish) = finish {
+            choice.push(("finish_reason", finish));
+        }
         let choice = object(choice, ws);
         let mut top = top;
         top.push(("choices", format!("[{}]", vec![choice; n].join(","))));
+        if let Some(fields) = usage {
+            top.push(("usage", object(fields, ws)));
+        }
         object(top, ws)
     }
 }
@@ -192,17 +270,19 @@ fn strings_either_side_of_the_short_scan_agree() {
 
 /// An OpenAI chunk as providers send them, its text `text` (raw, unescaped).
 fn openai_chunk(id: &str, text: &str) -> Vec<u8> {
-    padded_chunk(id, text, None)
+    padded_chunk(id, text, None, None)
 }
 
-/// An OpenAI chunk, with OpenAI's `obfuscation` padding (raw, unescaped) when given.
-fn padded_chunk(id: &str, text: &str, padding: Option<&str>) -> Vec<u8> {
+/// An OpenAI chunk, with OpenAI's `obfuscation` padding (raw, unescaped) when given, and a
+/// finish reason when given (some providers send the last text with it).
+fn padded_chunk(id: &str, text: &str, padding: Option<&str>, finish: Option<&str>) -> Vec<u8> {
     let mut out = format!(
         r#"{{"id":"{id}","object":"chat.completion.chunk","created":1796451040,"model":"m","service_tier":"default","system_fingerprint":"fp_1","choices":[{{"index":0,"delta":{{"content":""#
     )
     .into_bytes();
     out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(br#""},"logprobs":null,"finish_reason":null}]"#);
+    let finish = finish.map_or_else(|| "null".to_owned(), |f| format!("\"{f}\""));
+    out.extend_from_slice(format!(r#""}},"logprobs":null,"finish_reason":{finish}}}]"#).as_bytes());
     if let Some(padding) = padding {
         out.extend_from_slice(br#","obfuscation":""#);
         out.extend_from_slice(padding.as_bytes());
@@ -216,8 +296,8 @@ fn padded_chunk(id: &str, text: &str, padding: Option<&str>) -> Vec<u8> {
 #[derive(Debug, Clone)]
 enum Step {
     /// The provider's chunk with this text (any characters: quotes, backslashes, controls),
-    /// and OpenAI's padding when given (the same).
-    Text(String, Option<String>),
+    /// OpenAI's padding when given (the same), and a finish reason when given.
+    Text(String, Option<String>, Option<&'static str>),
     /// A generated chunk of any shape.
     Other(String),
 }
@@ -230,10 +310,11 @@ prop_compose! {
             3 => "[a-zA-Z0-9]{0,16}",
             1 => "([a-zA-Z0-9]|[\"\\\\\u{1}é]){0,16}",
         ]),
+        finish in proptest::option::of(prop::sample::select(vec!["stop", "length", "odd"])),
         other in chunk(),
         pick in 0u8..4,
     ) -> Step {
-        if pick == 0 { Step::Other(other) } else { Step::Text(text, padding) }
+        if pick == 0 { Step::Other(other) } else { Step::Text(text, padding, finish) }
     }
 }
 
@@ -252,7 +333,9 @@ proptest! {
         let mut inspector = crate::sse::StreamInspector::new(Format::OpenAiChat);
         for (i, step) in steps.iter().enumerate() {
             let mut data = match step {
-                Step::Text(text, padding) => padded_chunk(&id, text, padding.as_deref()),
+                Step::Text(text, padding, finish) => {
+                    padded_chunk(&id, text, padding.as_deref(), *finish)
+                }
                 Step::Other(other) => other.clone().into_bytes(),
             };
             if let Some((at_step, at, b)) = flip
