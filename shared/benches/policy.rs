@@ -216,6 +216,35 @@ fn sse_padded_stream(c: &mut Criterion) {
     );
 }
 
+/// A whole OpenAI stream as `stream_options.include_usage` makes it: the role chunk, 20
+/// padded text chunks, the finish chunk, the usage chunk and `[DONE]`. The first and the last
+/// three are never repeats.
+fn sse_whole_stream(c: &mut Criterion) {
+    let head = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_1","choices":["#;
+    let mut stream = format!(
+        "data: {head}{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null,\"obfuscation\":\"x4\"}}\n\n"
+    );
+    for i in 0..20 {
+        let padding = &"pJxS9aQ0fO3kLmZr"[..(i * 7) % 16];
+        stream.push_str(&format!(
+            "data: {head}{{\"index\":0,\"delta\":{{\"content\":\"token {i} \"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null,\"obfuscation\":\"{padding}\"}}\n\n"
+        ));
+    }
+    stream.push_str(&format!(
+        "data: {head}{{\"index\":0,\"delta\":{{}},\"logprobs\":null,\"finish_reason\":\"stop\"}}],\"usage\":null,\"obfuscation\":\"Qm\"}}\n\n"
+    ));
+    stream.push_str(&format!(
+        "data: {head}],\"usage\":{{\"prompt_tokens\":19,\"completion_tokens\":20,\"total_tokens\":39,\"prompt_tokens_details\":{{\"cached_tokens\":0,\"audio_tokens\":0}},\"completion_tokens_details\":{{\"reasoning_tokens\":0,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}},\"obfuscation\":\"Zt9\"}}\n\n"
+    ));
+    stream.push_str("data: [DONE]\n\n");
+    inspector_bench(
+        c,
+        "sse/stream inspector, whole OpenAI stream with usage",
+        Format::OpenAiChat,
+        &stream,
+    );
+}
+
 /// The same for 20 Responses text deltas, each with its counter and padding.
 fn sse_responses_stream(c: &mut Criterion) {
     let mut stream = String::new();
@@ -263,6 +292,7 @@ criterion_group!(
     classification,
     sse_scan,
     sse_padded_stream,
+    sse_whole_stream,
     sse_responses_stream
 );
 criterion_main!(benches);
