@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per request of one process, counted by valgrind's callgrind.
 #
-#   tests/bench/callgrind.sh [--target node|mock|minimal] [--upstream mock|minimal]
+#   tests/bench/callgrind.sh [--target node|mock|minimal|floor] [--upstream mock|minimal]
 #                            [--require-key] [--node-bin FILE] [--requests N] [--stream] [--out DIR]
 #                            [--redis] [--traces RATIO] [--client oha|python]
 #
@@ -11,6 +11,8 @@
 # connection, embedded mode) under callgrind, in front of the --upstream (default mock);
 # --require-key turns on require_api_key with one client key. --target mock or minimal: that
 # upstream itself runs under callgrind and the load goes to it directly (the baselines).
+# --target floor: switchyard-proxy-floor (actix-web and hyper's client with no gateway logic)
+# runs under callgrind in front of the minimal responder, the HTTP stack's own share.
 # --redis puts the node in mode = "redis" against a redis-server the script starts on a free
 # port. --traces RATIO turns OpenTelemetry traces on, sampled at RATIO
 # (parentbased_traceidratio), exported to bench.py's stand-in OTLP collector. --client python
@@ -29,6 +31,7 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 NODE_BIN=$TARGET_DIR/release/switchyard-node
 MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
 MINIMAL_BIN=$TARGET_DIR/release/switchyard-mock-minimal
+FLOOR_BIN=$TARGET_DIR/release/switchyard-proxy-floor
 TARGET=node
 UPSTREAM=mock
 REQUIRE_KEY=false
@@ -51,8 +54,8 @@ while (($#)); do
 	--redis) REDIS=true ;;
 	--traces) TRACES=$2; shift ;;
 	--client) CLIENT=$2; shift ;;
-	-h | --help) sed -n 2,20p "$0"; exit 0 ;;
-	*) sed -n 2,20p "$0" >&2; exit 2 ;;
+	-h | --help) sed -n 2,22p "$0"; exit 0 ;;
+	*) sed -n 2,22p "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -75,21 +78,21 @@ if [[ $TARGET != node ]] && { $REDIS || [[ -n $TRACES ]]; }; then
 	exit 2
 fi
 # The node binary is needed only when the node is measured; the baselines run without it.
-[[ -x $MOCK_BIN && -x $MINIMAL_BIN && ($TARGET != node || -x $NODE_BIN) ]] || {
+[[ -x $MOCK_BIN && -x $MINIMAL_BIN && ($TARGET != node || -x $NODE_BIN) && ($TARGET != floor || -x $FLOOR_BIN) ]] || {
 	echo "callgrind.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
 	exit 1
 }
 case "$TARGET/$UPSTREAM" in
 node/mock | mock/* ) UP_BIN=$MOCK_BIN ;;
-node/minimal | minimal/* ) UP_BIN=$MINIMAL_BIN ;;
-*) echo "callgrind.sh: --target node|mock|minimal, --upstream mock|minimal" >&2; exit 2 ;;
+node/minimal | minimal/* | floor/*) UP_BIN=$MINIMAL_BIN ;;
+*) echo "callgrind.sh: --target node|mock|minimal|floor, --upstream mock|minimal" >&2; exit 2 ;;
 esac
 CLIENT_KEY=sk-bench-client-not-a-secret
 mkdir -p "$OUT"
 
 
 UP_CMD=("$UP_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20)
-if [[ $TARGET != node ]]; then
+if [[ $TARGET == mock || $TARGET == minimal ]]; then
 	UP_CMD=(valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" "${UP_CMD[@]}")
 fi
 "${UP_CMD[@]}" >"$OUT/mock.out" 2>"$OUT/mock.err" &
@@ -136,6 +139,20 @@ if [[ $TARGET == node ]]; then
 	done
 	URL=http://127.0.0.1:$port/v1/chat/completions
 	MODEL=mock/bench-model
+elif [[ $TARGET == floor ]]; then
+	valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
+		"$FLOOR_BIN" --listen 127.0.0.1:0 --upstream "$MOCK_ADDR" >"$OUT/floor.out" 2>"$OUT/valgrind.log" &
+	NODE_PID=$!
+	PIDS+=("$NODE_PID")
+	FLOOR_ADDR=""
+	for ((i = 0; i < 600; i++)); do
+		FLOOR_ADDR=$(head -n1 "$OUT/floor.out" 2>/dev/null || true)
+		[[ -n $FLOOR_ADDR ]] && break
+		sleep 0.05
+	done
+	[[ -n $FLOOR_ADDR ]] || { echo "callgrind.sh: the floor proxy did not start" >&2; exit 1; }
+	URL=http://$FLOOR_ADDR/v1/chat/completions
+	MODEL=bench-model
 else
 	# The upstream itself is measured; the load goes to it directly.
 	NODE_PID=$UP_PID
@@ -172,7 +189,9 @@ EOF
 dump=$(ls -t "$OUT"/callgrind.out.* 2>/dev/null | head -n1)
 [[ -n $dump ]] || { echo "callgrind.sh: no dump was written" >&2; exit 1; }
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }')
-if [[ $TARGET == node ]]; then
+if [[ $TARGET == floor ]]; then
+	echo "build: $FLOOR_BIN (in front of the minimal responder)"
+elif [[ $TARGET == node ]]; then
 	echo "build: $NODE_BIN (upstream: $UPSTREAM, require_api_key: $REQUIRE_KEY, redis: $REDIS, traces: ${TRACES:-off})"
 else
 	echo "build: $UP_BIN (direct)"

@@ -10,6 +10,9 @@
 #   node     switchyard-node, base config with require_api_key = true and the default access
 #            log, in front of the minimal responder; measured again in redis mode against a
 #            redis-server the script starts (a fourth table: redis against embedded).
+#   floor    switchyard-proxy-floor in front of the minimal responder: actix-web and hyper's
+#            client forwarding bytes with no gateway logic, the part of the node's ratio its
+#            HTTP stack and the kernel take whatever the node does (a fifth table).
 # Two figures per process:
 #   instr/req  instructions per request, counted by callgrind (tests/bench/callgrind.sh,
 #              --cg-requests, default 2000): independent of machine load;
@@ -36,6 +39,7 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 NODE_BIN=$TARGET_DIR/release/switchyard-node
 MOCK_BIN=$TARGET_DIR/release/switchyard-mock-upstream
 MINIMAL_BIN=$TARGET_DIR/release/switchyard-mock-minimal
+FLOOR_BIN=$TARGET_DIR/release/switchyard-proxy-floor
 HELPER=$ROOT/tests/bench/bench.py
 REQUESTS=100000
 CG_REQUESTS=2000
@@ -57,7 +61,7 @@ done
 OUT=${OUT:-$ROOT/results/cpu-$(date -u +%Y%m%dT%H%M%SZ)}
 OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
 [[ -x $OHA ]] || { echo "cpu.sh: oha is required (cargo install oha --locked)" >&2; exit 1; }
-[[ -x $NODE_BIN && -x $MOCK_BIN && -x $MINIMAL_BIN ]] || {
+[[ -x $NODE_BIN && -x $MOCK_BIN && -x $MINIMAL_BIN && -x $FLOOR_BIN ]] || {
 	echo "cpu.sh: build first: cargo build --release -p switchyard-node -p switchyard-mock" >&2
 	exit 1
 }
@@ -101,6 +105,22 @@ start_upstream() { # bin name core -> sets UP_ADDR, UP_PID
 		sleep 0.05
 	done
 	echo "cpu.sh: $2 did not start" >&2
+	exit 1
+}
+
+start_floor() { # upstream addr -> sets FLOOR_ADDR, FLOOR_PID
+	rm -f "$OUT/floor.out"
+	pin_to "$SERVER_CORE"
+	"${PINNED[@]}" "$FLOOR_BIN" --listen 127.0.0.1:0 --upstream "$1" >"$OUT/floor.out" 2>"$OUT/floor.err" &
+	FLOOR_PID=$!
+	PIDS+=("$FLOOR_PID")
+	FLOOR_ADDR=""
+	for ((i = 0; i < 200; i++)); do
+		FLOOR_ADDR=$(head -n1 "$OUT/floor.out" 2>/dev/null || true)
+		[[ -n $FLOOR_ADDR ]] && return 0
+		sleep 0.05
+	done
+	echo "cpu.sh: the floor proxy did not start" >&2
 	exit 1
 }
 
@@ -180,6 +200,11 @@ for ((run = 1; run <= REPEAT; run++)); do
 		start_redis "$OUT/redis.log" "${PINNED[@]}"
 		start_node "$UP_ADDR" "$REDIS_URL"
 		R[$run,$kind,redis,cpu]=$(cpu_us "$NODE_PID" "http://127.0.0.1:$NODE_PORT/v1/chat/completions" mock/bench-model $stream "$run-$kind-redis")
+		cleanup
+		# The HTTP stack alone, in the node's place.
+		start_upstream "$MINIMAL_BIN" minimal "$LOAD_CORE"
+		start_floor "$UP_ADDR"
+		R[$run,$kind,floor,cpu]=$(cpu_us "$FLOOR_PID" "http://$FLOOR_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-floor")
 		cleanup
 		start_upstream "$MOCK_BIN" mock "$SERVER_CORE"
 		R[$run,$kind,mock,cpu]=$(cpu_us "$UP_PID" "http://$UP_ADDR/v1/chat/completions" bench-model $stream "$run-$kind-mock")
@@ -277,4 +302,27 @@ PY
 		done
 	done
 } | tee -a "$OUT/table.md"
+
+# The HTTP stack's floor: a proxy with no gateway logic on the same stack, against the bare
+# server, and the node against it. floor ÷ minimal is the part of the node's ratio that its
+# code cannot move; node ÷ floor is what the gateway's own work costs on top.
+{
+	echo
+	echo "| run | body | minimal CPU µs/req | floor CPU µs/req | floor user / sys µs/req | floor ÷ minimal | node CPU µs/req | node ÷ floor | target (node ÷ minimal) |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+	for ((run = 1; run <= REPEAT; run++)); do
+		for kind in json sse; do
+			target="≤ 3.0×"
+			[[ $kind == sse ]] && target="≤ 2.5×"
+			python3 - "$run" "$kind" "$target" "${R[$run,$kind,minimal,cpu]}" "${R[$run,$kind,floor,cpu]}" \
+				"$(cat "$OUT/sys-$run-$kind-floor.txt")" "${R[$run,$kind,node,cpu]}" <<'PY'
+import sys
+run, kind, target, mc, fc, fs, nc = sys.argv[1:]
+mc, fc, fs, nc = float(mc), float(fc), float(fs), float(nc)
+label = "JSON" if kind == "json" else "SSE, 20 chunks"
+print(f"| {run} | {label} | {mc:.1f} | {fc:.1f} | {fc - fs:.1f} / {fs:.1f} | {fc / mc:.2f}× | {nc:.1f} | {nc / fc:.2f}× | {target} |")
+PY
+		done
+	done
+} | tee "$OUT/stack.md"
 echo "results: $OUT"
