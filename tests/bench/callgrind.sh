@@ -98,13 +98,8 @@ fi
 "${UP_CMD[@]}" >"$OUT/mock.out" 2>"$OUT/mock.err" &
 PIDS+=("$!")
 UP_PID=$!
-MOCK_ADDR=""
-for ((i = 0; i < 600; i++)); do
-	MOCK_ADDR=$(head -n1 "$OUT/mock.out" 2>/dev/null || true)
-	[[ -n $MOCK_ADDR ]] && break
-	sleep 0.05
-done
-[[ -n $MOCK_ADDR ]] || { echo "callgrind.sh: the mock upstream did not start" >&2; exit 1; }
+# Under valgrind a start takes seconds: 30 s at most.
+MOCK_ADDR=$(wait_addr "$OUT/mock.out" "the mock upstream" 600) || exit 1
 
 if [[ $TARGET == node ]]; then
 	read -r port admin < <(python3 "$HELPER" free-ports 2)
@@ -144,13 +139,7 @@ elif [[ $TARGET == floor ]]; then
 		"$FLOOR_BIN" --listen 127.0.0.1:0 --upstream "$MOCK_ADDR" >"$OUT/floor.out" 2>"$OUT/valgrind.log" &
 	NODE_PID=$!
 	PIDS+=("$NODE_PID")
-	FLOOR_ADDR=""
-	for ((i = 0; i < 600; i++)); do
-		FLOOR_ADDR=$(head -n1 "$OUT/floor.out" 2>/dev/null || true)
-		[[ -n $FLOOR_ADDR ]] && break
-		sleep 0.05
-	done
-	[[ -n $FLOOR_ADDR ]] || { echo "callgrind.sh: the floor proxy did not start" >&2; exit 1; }
+	FLOOR_ADDR=$(wait_addr "$OUT/floor.out" "the floor proxy" 600) || exit 1
 	URL=http://$FLOOR_ADDR/v1/chat/completions
 	MODEL=bench-model
 else

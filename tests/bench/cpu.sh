@@ -98,14 +98,7 @@ start_upstream() { # bin name core -> sets UP_ADDR, UP_PID
 	"${PINNED[@]}" "$1" --listen 127.0.0.1:0 --workers 1 --chunks 20 >"$OUT/$2.out" 2>"$OUT/$2.err" &
 	UP_PID=$!
 	PIDS+=("$UP_PID")
-	UP_ADDR=""
-	for ((i = 0; i < 200; i++)); do
-		UP_ADDR=$(head -n1 "$OUT/$2.out" 2>/dev/null || true)
-		[[ -n $UP_ADDR ]] && return 0
-		sleep 0.05
-	done
-	echo "cpu.sh: $2 did not start" >&2
-	exit 1
+	UP_ADDR=$(wait_addr "$OUT/$2.out" "$2") || exit 1
 }
 
 start_floor() { # upstream addr -> sets FLOOR_ADDR, FLOOR_PID
@@ -114,14 +107,7 @@ start_floor() { # upstream addr -> sets FLOOR_ADDR, FLOOR_PID
 	"${PINNED[@]}" "$FLOOR_BIN" --listen 127.0.0.1:0 --upstream "$1" >"$OUT/floor.out" 2>"$OUT/floor.err" &
 	FLOOR_PID=$!
 	PIDS+=("$FLOOR_PID")
-	FLOOR_ADDR=""
-	for ((i = 0; i < 200; i++)); do
-		FLOOR_ADDR=$(head -n1 "$OUT/floor.out" 2>/dev/null || true)
-		[[ -n $FLOOR_ADDR ]] && return 0
-		sleep 0.05
-	done
-	echo "cpu.sh: the floor proxy did not start" >&2
-	exit 1
+	FLOOR_ADDR=$(wait_addr "$OUT/floor.out" "the floor proxy") || exit 1
 }
 
 start_node() { # upstream addr [redis url] -> sets NODE_PORT, NODE_PID

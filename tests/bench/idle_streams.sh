@@ -83,13 +83,7 @@ STEPS=$(IFS=,; echo "${CAPPED[*]}")
 	--max-stall-secs $((HOLD_S + 60)) >"$OUT/mock.out" 2>"$OUT/mock.err" &
 MOCK_PID=$!
 PIDS+=("$MOCK_PID")
-MOCK_ADDR=""
-for ((i = 0; i < 200; i++)); do
-	MOCK_ADDR=$(head -n1 "$OUT/mock.out" 2>/dev/null || true)
-	[[ -n $MOCK_ADDR ]] && break
-	sleep 0.05
-done
-[[ -n $MOCK_ADDR ]] || { echo "idle_streams.sh: the mock upstream did not start" >&2; exit 1; }
+MOCK_ADDR=$(wait_addr "$OUT/mock.out" "the mock upstream") || exit 1
 
 read -r port admin < <(python3 "$HELPER" free-ports 2)
 python3 "$HELPER" config base "$OUT/node.toml" --upstream "$MOCK_ADDR" \

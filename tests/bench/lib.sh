@@ -28,6 +28,20 @@ wait_port() {
 	exit 1
 }
 
+# wait_addr FILE WHAT [TRIES]: prints the address a process just started writes as the first
+# line of FILE (its stdout), polling every 50 ms TRIES times (default 200: 10 s); when none
+# comes, names WHAT and fails. Call it as `ADDR=$(wait_addr …) || exit 1`.
+wait_addr() {
+	local i addr
+	for ((i = 0; i < ${3:-200}; i++)); do
+		addr=$(head -n1 "$1" 2>/dev/null || true)
+		[[ -n $addr ]] && { echo "$addr"; return 0; }
+		sleep 0.05
+	done
+	echo "${BENCH_NAME:-bench}: $2 did not start" >&2
+	return 1
+}
+
 # start_redis LOG [PREFIX...]: a redis-server of the script's own on a free port, nothing kept
 # on disk, started through PREFIX (for example `taskset -c 1`); sets REDIS_URL. Needs HELPER
 # (bench.py) for the free port.

@@ -72,13 +72,7 @@ stop() { # pid
 taskset -c "$LOAD_CORE" "$MOCK_BIN" --listen 127.0.0.1:0 --workers 1 --chunks 20 \
 	>"$OUT/mock.out" 2>"$OUT/mock.err" &
 PIDS+=("$!")
-MOCK_ADDR=""
-for ((i = 0; i < 200; i++)); do
-	MOCK_ADDR=$(head -n1 "$OUT/mock.out" 2>/dev/null || true)
-	[[ -n $MOCK_ADDR ]] && break
-	sleep 0.05
-done
-[[ -n $MOCK_ADDR ]] || { echo "modes.sh: the mock upstream did not start" >&2; exit 1; }
+MOCK_ADDR=$(wait_addr "$OUT/mock.out" "the mock upstream") || exit 1
 
 if [[ ,$MODES, == *,redis,* ]]; then
 	read -r redis_port < <(python3 "$HELPER" free-ports 1)
