@@ -38,17 +38,25 @@ pub(super) type Spanned = Option<(EventInfo, Option<(usize, usize)>)>;
 /// one) and its events are no longer copied.
 const MAX_MISSES: u8 = 8;
 
+/// A part of the remembered event that the next one may hold differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hole {
+    /// A Responses `sequence_number`: any JSON integer.
+    Counter,
+    /// The text: a plain string, whose length is the answer.
+    Text,
+    /// OpenAI's `obfuscation` padding: a plain string.
+    Padding,
+}
+
 /// The last event a pre-scan answered that has one text string.
 #[derive(Debug, Default, Clone)]
 pub struct Repeat {
     name: Option<Vec<u8>>,
     data: Vec<u8>,
-    /// The text string's inner bytes in `data`.
-    text: (usize, usize),
-    /// The `obfuscation` value's inner bytes in `data`, after the text, if it has one.
-    padding: Option<(usize, usize)>,
-    /// The `sequence_number` integer's bytes in `data`, before the text, if it has one.
-    counter: Option<(usize, usize)>,
+    /// The parts of `data` that may differ, in order (a string's inner bytes, an integer's
+    /// digits): the counter before the text, the text, the padding after it.
+    holes: [Option<(usize, usize, Hole)>; 3],
     /// Events with a text string walked since the last answer from the event before.
     misses: u8,
 }
@@ -68,61 +76,59 @@ impl Repeat {
         }
         let (info, span) = walk(name, data)?;
         self.data.clear();
-        if let Some(text) = span
+        if let Some((start, end)) = span
             && self.misses < MAX_MISSES
         {
             self.misses += 1;
             // Exactly the event's size: an idle stream keeps it for as long as it lasts.
             self.data.reserve_exact(data.len());
             self.data.extend_from_slice(data);
-            self.text = text;
-            self.padding = padding_after(data, text.1);
-            self.counter = counter_before(data, text.0);
+            self.holes = [
+                counter_before(data, start).map(|(from, to)| (from, to, Hole::Counter)),
+                Some((start, end, Hole::Text)),
+                padding_after(data, end).map(|(from, to)| (from, to, Hole::Padding)),
+            ];
             self.name = name.map(<[u8]>::to_vec);
         }
         Some(info)
     }
 
+    /// The answer for `data` when it is the remembered event with other values in its holes:
+    /// the bytes between the holes equal, each hole a value of its kind.
     fn same_but_text(&self, name: Option<&[u8]>, data: &[u8]) -> Option<EventInfo> {
         if self.data.is_empty() || self.name.as_deref() != name {
             return None;
         }
-        let (start, end) = self.text;
-        let rest = match self.counter {
-            None => {
-                if data.get(..start)? != self.data.get(..start)? {
-                    return None;
+        // Where the next fixed run starts, in the remembered event and in the new one.
+        let (mut old, mut new, mut text) = (0, 0, None);
+        for &(start, end, hole) in self.holes.iter().flatten() {
+            let fixed = self.data.get(old..start)?;
+            let value = data.get(new..)?.strip_prefix(fixed)?;
+            let len = match hole {
+                Hole::Counter => integer_len(value)?,
+                Hole::Text | Hole::Padding => {
+                    // The stop byte must be the closing quote, which the next fixed run (the
+                    // remembered bytes after the string) starts with.
+                    let (len, odd) = string_end(value)?;
+                    if odd {
+                        return None;
+                    }
+                    len
                 }
-                data.get(start..)?
+            };
+            if hole == Hole::Text {
+                text = Some(len);
             }
-            Some((from, to)) => {
-                if data.get(..from)? != self.data.get(..from)? {
-                    return None;
-                }
-                let value = data.get(from..)?;
-                let digits = integer_len(value)?;
-                value
-                    .get(digits..)?
-                    .strip_prefix(self.data.get(to..start)?)?
-            }
-        };
-        let (len, odd) = string_end(rest)?;
-        // The stop byte must be the closing quote, which the remembered bytes after the text
-        // start with.
-        if odd {
-            return None;
+            new += fixed.len() + len;
+            old = end;
         }
-        let after = rest.get(len..)?;
-        let same = match self.padding {
-            None => after == self.data.get(end..)?,
-            Some((from, to)) => {
-                let between = self.data.get(end..from)?;
-                let value = after.strip_prefix(between)?;
-                let (padding, odd) = string_end(value)?;
-                !odd && value.get(padding..)? == self.data.get(to..)?
-            }
-        };
-        same.then(|| text_info(len))
+        let text = text?;
+        (data.get(new..)? == self.data.get(old..)?).then(|| text_info(text))
+    }
+
+    #[cfg(test)]
+    fn has(&self, hole: Hole) -> bool {
+        self.holes.iter().flatten().any(|&(_, _, h)| h == hole)
     }
 }
 
@@ -227,7 +233,7 @@ mod tests {
         let chat = |_: Option<&[u8]>, data: &[u8]| chat_spanned(data);
         let mut memo = Repeat::default();
         memo.answer(None, &padded("Hello", "ZGF"), chat).unwrap();
-        assert!(memo.padding.is_some());
+        assert!(memo.has(Hole::Padding));
         let next = memo.same_but_text(None, &padded(",", "lRK2aBv")).unwrap();
         assert_eq!(next.useful_text_bytes, 1);
         let same_length = memo.same_but_text(None, &padded(" World", "")).unwrap();
@@ -252,7 +258,7 @@ mod tests {
         }
         // An event without padding is compared whole, as before.
         memo.answer(None, &chunk("a", "Hi"), chat).unwrap();
-        assert!(memo.padding.is_none());
+        assert!(!memo.has(Hole::Padding));
         assert!(memo.same_but_text(None, &chunk("a", "Hey")).is_some());
     }
 
@@ -271,7 +277,7 @@ mod tests {
         let mut memo = Repeat::default();
         memo.answer(name, &delta("4", "Hello", "EMAj0"), responses)
             .unwrap();
-        assert!(memo.counter.is_some() && memo.padding.is_some());
+        assert!(memo.has(Hole::Counter) && memo.has(Hole::Padding));
         for (seq, text) in [("5", ","), ("10", " World"), ("123456", ""), ("0", "!")] {
             let got = memo
                 .same_but_text(name, &delta(seq, text, "pvmKQ7xIR"))
