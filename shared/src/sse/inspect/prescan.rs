@@ -10,6 +10,7 @@
 //! field, an unexpected type), it answers `None` and the caller runs the full parse, so the
 //! result is always the one the full parse gives.
 
+use super::repeat::{Spanned, Variable};
 use super::usage_scan::usage;
 use super::{EventInfo, EventKind, FinishReason, Usage};
 
@@ -24,7 +25,7 @@ pub(in crate::sse) fn chat(data: &[u8]) -> Option<EventInfo> {
 /// [`chat`], and where the chunk's content text is (its string's inner bytes) when it has
 /// exactly one content string: the answer for an event that differs from this one only
 /// there follows from the new text's length ([`super::repeat`]).
-pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usize)>)> {
+pub(super) fn chat_spanned(data: &[u8]) -> Spanned {
     let (chunk, span) = whole_spanned(data, Scanner::top)?;
     let mut info = text_info(chunk.text);
     if let Some(reason) = chunk.finish_reason {
@@ -42,7 +43,11 @@ pub(super) fn chat_spanned(data: &[u8]) -> Option<(EventInfo, Option<(usize, usi
     // The event after this one is answered from its text alone only when this answer is
     // nothing but its text (`repeat`).
     let plain = info.finish_reason.is_none() && info.usage.is_none();
-    Some((info, span.filter(|_| plain)))
+    Some((
+        info,
+        span.filter(|_| plain)
+            .map(|(start, end)| Variable::Text(start, end)),
+    ))
 }
 
 /// What the chat walk reads off a chunk.
@@ -66,6 +71,16 @@ pub(super) fn whole_spanned<'a, T>(
     if memchr::memchr(b'\\', data).is_some() {
         return None;
     }
+    walk(data, value)
+}
+
+/// [`whole_spanned`], but the strings the walk skips may hold escapes (validated as serde
+/// validates a string it ignores), and so may the ones [`Scanner::unread_string`] reads; a
+/// text string ([`Scanner::text_string`]) and every string the answer reads still may not.
+pub(super) fn whole_spanned_escaped<'a, T>(
+    data: &'a [u8],
+    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
+) -> Option<(T, Option<(usize, usize)>)> {
     walk(data, value)
 }
 
@@ -161,6 +176,33 @@ pub(super) fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
     Some((scanned + end, odd))
 }
 
+/// The length of the inner bytes of the JSON string `value` starts with, up to its closing
+/// quote, and whether it holds an escape: any characters but controls, valid UTF-8, and the
+/// one-letter escapes. A `\u`
+/// escape is refused: where serde reads the string (a Responses `delta`) a lone surrogate
+/// is an error, and telling one apart is not worth it here.
+pub(super) fn unread_string_len(value: &[u8]) -> Option<(usize, bool)> {
+    let (mut at, mut escaped) = (0, false);
+    loop {
+        let rest = value.get(at..)?;
+        let (end, odd) = string_end(rest)?;
+        let run = rest.get(..end)?;
+        if odd && (run.iter().any(|&c| c < 0x20) || std::str::from_utf8(run).is_err()) {
+            return None;
+        }
+        at += end;
+        if value.get(at) == Some(&b'"') {
+            return Some((at, escaped));
+        }
+        escaped = true;
+        // A backslash: escapes are ASCII, so no character is cut by one.
+        match value.get(at + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+            _ => return None,
+        }
+    }
+}
+
 /// A strict JSON walker over one event's data (or one body): strings it reads hold no
 /// escapes; strings it skips may, under [`whole_escaped`].
 pub(super) struct Scanner<'a> {
@@ -186,6 +228,11 @@ impl<'a> Scanner<'a> {
         self.data.get(self.pos).copied()
     }
 
+    /// Whether the next byte is `b`.
+    pub(super) fn peek_is(&self, b: u8) -> bool {
+        self.peek() == Some(b)
+    }
+
     pub(super) fn ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.pos += 1;
@@ -203,6 +250,17 @@ impl<'a> Scanner<'a> {
         self.content = (start, start + text.len());
         self.contents += 1;
         Some(text)
+    }
+
+    /// A string the answer does not read: where its inner bytes are, and whether it holds an
+    /// escape (only the one-letter ones are taken, see [`unread_string_len`]).
+    pub(super) fn unread_string(&mut self) -> Option<(usize, usize, bool)> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let (len, escaped) = unread_string_len(self.data.get(start..)?)?;
+        self.pos = start + len;
+        self.eat(b'"')?;
+        Some((start, start + len, escaped))
     }
 
     /// A string without escapes; its raw bytes.

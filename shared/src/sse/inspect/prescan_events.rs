@@ -7,10 +7,14 @@
 //! are accepted only in the shapes that make its answer depend on nothing else (a string or
 //! `null`; `usage`, `message`, `content_block`, `item` and `response` only as `null`),
 //! duplicates of a declared field are refused as serde refuses them, and every other field is
-//! skipped with validation. Anything else answers `None` and the caller runs the full parse,
-//! so the classification is always the one [`super::super::formats`] gives.
+//! skipped with validation (escapes included, as serde validates a string it skips). A
+//! string whose text is counted must be plain; a Responses `delta` that is not counted (a
+//! reasoning or tool-call delta) may hold the one-letter escapes. Anything else answers
+//! `None` and the caller runs the full parse, so the classification is always the one
+//! [`super::super::formats`] gives.
 
-use super::prescan::{Scanner, Seen, text_info, whole_spanned};
+use super::prescan::{Scanner, Seen, text_info, whole_spanned_escaped};
+use super::repeat::{Spanned, Variable};
 use super::{EventInfo, EventKind};
 
 #[cfg(test)]
@@ -27,6 +31,9 @@ struct AnthEvent<'a> {
 struct AnthDelta<'a> {
     kind: Option<&'a [u8]>,
     text: usize,
+    /// Where the `thinking` or `partial_json` string is, when the delta has exactly one.
+    unread: Option<(usize, usize)>,
+    unreads: u8,
 }
 
 /// The classification of an Anthropic `content_block_delta`, or `None` when the full parse
@@ -35,28 +42,37 @@ pub(in crate::sse) fn anthropic(name: Option<&[u8]>, data: &[u8]) -> Option<Even
     anthropic_spanned(name, data).map(|(info, _)| info)
 }
 
-/// [`anthropic`], and where the delta's text is (its string's inner bytes) for a
-/// `text_delta`: the answer for an event that differs from this one only there follows from
-/// the new text's length ([`super::repeat`]).
-pub(super) fn anthropic_spanned(
-    name: Option<&[u8]>,
-    data: &[u8],
-) -> Option<(EventInfo, Option<(usize, usize)>)> {
+/// [`anthropic`], and where the delta's variable string is: the text of a `text_delta` (the
+/// answer for an event that differs from this one only there follows from the new text's
+/// length), the `thinking` of a `thinking_delta` or the `partial_json` of an
+/// `input_json_delta` (the answer does not read them) ([`super::repeat`]).
+pub(super) fn anthropic_spanned(name: Option<&[u8]>, data: &[u8]) -> Spanned {
     // Other names are rare (one or two per turn) or answered before any parse.
     if !matches!(name, None | Some(b"content_block_delta")) {
         return None;
     }
-    let (ev, span) = whole_spanned(data, anth_event)?;
+    let (ev, span) = whole_spanned_escaped(data, anth_event)?;
     if name.or(ev.kind) != Some(b"content_block_delta") {
         return None;
     }
     let Some(delta) = ev.delta else {
         return Some((EventInfo::of(EventKind::Other), None));
     };
+    let unread = |kind| {
+        let variable = delta.unread.filter(|_| delta.unreads == 1);
+        (
+            EventInfo::of(kind),
+            variable.map(|(start, end)| Variable::Unread(start, end)),
+        )
+    };
     Some(match delta.kind {
-        Some(b"text_delta") => (text_info(delta.text), span),
-        Some(b"thinking_delta" | b"signature_delta") => (EventInfo::of(EventKind::Reasoning), None),
-        Some(b"input_json_delta") => (EventInfo::of(EventKind::ToolCall), None),
+        Some(b"text_delta") => (
+            text_info(delta.text),
+            span.map(|(start, end)| Variable::Text(start, end)),
+        ),
+        Some(b"thinking_delta") => unread(EventKind::Reasoning),
+        Some(b"signature_delta") => (EventInfo::of(EventKind::Reasoning), None),
+        Some(b"input_json_delta") => unread(EventKind::ToolCall),
         _ => (EventInfo::of(EventKind::Other), None),
     })
 }
@@ -101,6 +117,13 @@ fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
             seen.first(2)?;
             s.opt_string().map(drop)
         }
+        // Not declared by the full parse, which skips them: any string is the same answer.
+        b"thinking" | b"partial_json" if s.peek_is(b'"') => {
+            let (start, end, _) = s.unread_string()?;
+            delta.unread = Some((start, end));
+            delta.unreads = delta.unreads.saturating_add(1);
+            Some(())
+        }
         _ => s.skip(2),
     })?;
     Some(delta)
@@ -110,7 +133,10 @@ fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
 #[derive(Default)]
 struct RespEvent<'a> {
     kind: Option<&'a [u8]>,
+    /// The `delta` string's bytes (its text's length when it holds no escape).
     delta: usize,
+    /// Where the `delta` string is, and whether it holds an escape.
+    delta_at: Option<(usize, usize, bool)>,
 }
 
 /// The classification of a Responses event that carries no `item` or `response` object and
@@ -120,23 +146,31 @@ pub(in crate::sse) fn responses(name: Option<&[u8]>, data: &[u8]) -> Option<Even
     responses_spanned(name, data).map(|(info, _)| info)
 }
 
-/// [`responses`], and where the delta's text is (its string's inner bytes) for a text or
-/// refusal delta: the answer for an event that differs from this one only there (and in its
-/// `sequence_number`) follows from the new text's length ([`super::repeat`]).
-pub(super) fn responses_spanned(
-    name: Option<&[u8]>,
-    data: &[u8],
-) -> Option<(EventInfo, Option<(usize, usize)>)> {
+/// [`responses`], and where the delta's string is (its inner bytes): for a text or refusal
+/// delta the answer for an event that differs from this one only there (and in its
+/// `sequence_number`) follows from the new text's length; for a reasoning or tool-call delta
+/// it is the same answer ([`super::repeat`]).
+pub(super) fn responses_spanned(name: Option<&[u8]>, data: &[u8]) -> Spanned {
     if name == Some(b"error") {
         return None;
     }
-    let (ev, span) = whole_spanned(data, resp_event)?;
-    let info = resp_answer(name, &ev)?;
+    let (ev, _) = whole_spanned_escaped(data, resp_event)?;
     let text = matches!(
         name.or(ev.kind),
         Some(b"response.output_text.delta" | b"response.refusal.delta")
     );
-    Some((info, span.filter(|_| text)))
+    if text && ev.delta_at.is_some_and(|(_, _, escaped)| escaped) {
+        // The text's length is that of the decoded string: the full parse measures it.
+        return None;
+    }
+    let info = resp_answer(name, &ev)?;
+    let variable = ev.delta_at.and_then(|(start, end, _)| match info.kind {
+        _ if text => Some(Variable::Text(start, end)),
+        // Reasoning and tool-call deltas: the answer is the event's kind, whatever its text.
+        EventKind::Reasoning | EventKind::ToolCall => Some(Variable::Unread(start, end)),
+        _ => None,
+    });
+    Some((info, variable))
 }
 
 fn resp_answer(name: Option<&[u8]>, ev: &RespEvent<'_>) -> Option<EventInfo> {
@@ -165,7 +199,11 @@ fn resp_event<'a>(s: &mut Scanner<'a>) -> Option<RespEvent<'a>> {
         }
         b"delta" => {
             seen.first(1)?;
-            ev.delta = s.text_len()?;
+            if !s.null() {
+                let (start, end, escaped) = s.unread_string()?;
+                ev.delta = end - start;
+                ev.delta_at = Some((start, end, escaped));
+            }
             Some(())
         }
         b"item" => seen.null(2, s),

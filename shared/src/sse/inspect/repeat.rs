@@ -21,17 +21,35 @@
 //! A Responses delta also counts its events: `sequence_number` rises by one each time, before
 //! the text. When the remembered event's bytes before its text hold that key with an integer,
 //! the integer may differ too (any JSON integer: digits, no leading zero); no walk reads it.
+//!
+//! Reasoning and tool-call deltas (Anthropic `thinking_delta` and `input_json_delta`, the
+//! Responses reasoning and `…_call…` deltas) are answered by their kind alone, whatever their
+//! string holds. Coding agents stream thousands of them, and their strings are full of
+//! escapes (a tool's JSON input is all `\"`), which the text rule sends back to the walk. For
+//! these the string may hold any characters but controls and any one-letter escape
+//! ([`unread_string_len`]; a `\u` escape is walked again), and the answer is the remembered one.
 
 use super::EventInfo;
-use super::prescan::{string_end, text_info};
+use super::prescan::{string_end, text_info, unread_string_len};
 
 /// The key of OpenAI's per-chunk padding, up to its value's opening quote.
 const OBFUSCATION_KEY: &[u8] = b"\"obfuscation\":\"";
 /// The key of a Responses event's counter, up to its value.
 const SEQUENCE_KEY: &[u8] = b"\"sequence_number\":";
 
-/// What a pre-scan answers for an event, with where its one text string is, if it has one.
-pub(super) type Spanned = Option<(EventInfo, Option<(usize, usize)>)>;
+/// What a pre-scan answers for an event, with where its one variable string is, if it has one.
+pub(super) type Spanned = Option<(EventInfo, Option<Variable>)>;
+
+/// The one string of an event that the next event may hold differently (its inner bytes in
+/// the event's data), and what the answer makes of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Variable {
+    /// Text: the answer follows from its length.
+    Text(usize, usize),
+    /// A string the answer does not read (reasoning text, a tool call's input): any JSON
+    /// string there gives the same answer.
+    Unread(usize, usize),
+}
 
 /// Events with a text string walked in a row, none answered from the one before, after which
 /// a stream is taken not to repeat (OpenAI adds a per-chunk random `obfuscation` field, for
@@ -45,6 +63,9 @@ enum Hole {
     Counter,
     /// The text: a plain string, whose length is the answer.
     Text,
+    /// A string the answer does not read: any string serde takes, escapes included (but for
+    /// `\u`, which serde refuses as a lone surrogate where it reads the string).
+    Unread,
     /// OpenAI's `obfuscation` padding: a plain string.
     Padding,
 }
@@ -57,6 +78,8 @@ pub struct Repeat {
     /// The parts of `data` that may differ, in order (a string's inner bytes, an integer's
     /// digits): the counter before the text, the text, the padding after it.
     holes: [Option<(usize, usize, Hole)>; 3],
+    /// The remembered answer, when the variable string is one the answer does not read.
+    unread: Option<EventInfo>,
     /// Events with a text string walked since the last answer from the event before.
     misses: u8,
 }
@@ -76,16 +99,21 @@ impl Repeat {
         }
         let (info, span) = walk(name, data)?;
         self.data.clear();
-        if let Some((start, end)) = span
+        if let Some(variable) = span
             && self.misses < MAX_MISSES
         {
+            let (start, end, hole) = match variable {
+                Variable::Text(start, end) => (start, end, Hole::Text),
+                Variable::Unread(start, end) => (start, end, Hole::Unread),
+            };
+            self.unread = (hole == Hole::Unread).then(|| info.clone());
             self.misses += 1;
             // Exactly the event's size: an idle stream keeps it for as long as it lasts.
             self.data.reserve_exact(data.len());
             self.data.extend_from_slice(data);
             self.holes = [
                 counter_before(data, start).map(|(from, to)| (from, to, Hole::Counter)),
-                Some((start, end, Hole::Text)),
+                Some((start, end, hole)),
                 padding_after(data, end).map(|(from, to)| (from, to, Hole::Padding)),
             ];
             self.name = name.map(<[u8]>::to_vec);
@@ -100,7 +128,7 @@ impl Repeat {
             return None;
         }
         // Where the next fixed run starts, in the remembered event and in the new one.
-        let (mut old, mut new, mut text) = (0, 0, None);
+        let (mut old, mut new, mut answer) = (0, 0, None);
         for &(start, end, hole) in self.holes.iter().flatten() {
             let fixed = self.data.get(old..start)?;
             let value = data.get(new..)?.strip_prefix(fixed)?;
@@ -115,15 +143,18 @@ impl Repeat {
                     }
                     len
                 }
+                Hole::Unread => unread_string_len(value)?.0,
             };
-            if hole == Hole::Text {
-                text = Some(len);
-            }
+            answer = match hole {
+                Hole::Text => Some(text_info(len)),
+                Hole::Unread => self.unread.clone(),
+                Hole::Counter | Hole::Padding => answer,
+            };
             new += fixed.len() + len;
             old = end;
         }
-        let text = text?;
-        (data.get(new..)? == self.data.get(old..)?).then(|| text_info(text))
+        let answer = answer?;
+        (data.get(new..)? == self.data.get(old..)?).then_some(answer)
     }
 
     #[cfg(test)]
@@ -300,12 +331,66 @@ mod tests {
             memo.same_but_text(Some(b"response.refusal.delta"), &delta("5", "Hi", "Z"))
                 .is_none()
         );
-        // A reasoning delta answers without its text: nothing remembered.
-        let mut memo = Repeat::default();
+    }
+
+    #[test]
+    fn a_string_the_answer_does_not_read_may_hold_escapes() {
+        let responses = crate::sse::inspect::prescan_events::responses_spanned;
         let reasoning = Some(&b"response.reasoning_summary_text.delta"[..]);
-        memo.answer(reasoning, &delta("4", "Hi", "Z"), responses)
+        let mut memo = Repeat::default();
+        let first = memo
+            .answer(reasoning, &delta("4", "Hi", "Z"), responses)
             .unwrap();
-        assert!(memo.data.is_empty());
+        assert_eq!(first.kind, EventKind::Reasoning);
+        assert!(memo.has(Hole::Unread) && memo.has(Hole::Counter));
+        // Any text serde reads the same way: escapes, quotes, non-ASCII, none at all.
+        for text in [r#"line\nnext \"quoted\" \\ \/ \t"#, "é—", "", r#"\b\f\r"#] {
+            let got = memo.same_but_text(reasoning, &delta("5", text, "pvm"));
+            assert_eq!(got, Some(EventInfo::of(EventKind::Reasoning)), "{text}");
+        }
+        // A \u escape (serde refuses a lone surrogate), an unknown escape, a control byte, a
+        // cut string: walked again.
+        for text in [r#"\u00e9"#, r#"\ud800"#, r#"\x"#, "\u{1}", r#"ends\"#] {
+            assert!(
+                memo.same_but_text(reasoning, &delta("5", text, "pvm"))
+                    .is_none(),
+                "{text}"
+            );
+        }
+        // The same data under a text delta's name is text, walked again.
+        let text = Some(&b"response.output_text.delta"[..]);
+        assert!(memo.same_but_text(text, &delta("5", "Hi", "Z")).is_none());
+        // An Anthropic thinking delta and a tool call's input.
+        let anthropic = crate::sse::inspect::prescan_events::anthropic_spanned;
+        let block = |kind: &str, field: &str, text: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":1,"delta":{{"type":"{kind}","{field}":"{text}"}}}}"#
+            )
+            .into_bytes()
+        };
+        let name = Some(&b"content_block_delta"[..]);
+        for (kind, field, answer) in [
+            ("thinking_delta", "thinking", EventKind::Reasoning),
+            ("input_json_delta", "partial_json", EventKind::ToolCall),
+        ] {
+            let mut memo = Repeat::default();
+            assert_eq!(
+                memo.answer(name, &block(kind, field, "Let"), anthropic)
+                    .unwrap()
+                    .kind,
+                answer
+            );
+            let next = block(kind, field, r#"{\"path\": \"src/main.rs\",\n"#);
+            assert_eq!(
+                memo.same_but_text(name, &next),
+                Some(EventInfo::of(answer)),
+                "{kind}"
+            );
+            assert!(
+                memo.same_but_text(name, &block(kind, field, "\u{1}"))
+                    .is_none()
+            );
+        }
     }
 
     #[test]

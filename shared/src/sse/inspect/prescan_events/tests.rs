@@ -351,7 +351,8 @@ fn text_delta(kind: &str, field: &str, text: &str) -> Vec<u8> {
 }
 
 /// Feeds `steps` (a name and data each) to one stream's inspector, with `flip`'s byte inserted
-/// into its step, and checks every answer against the stateless inspection.
+/// into its step, and checks every answer against the stateless inspection and the full
+/// parse.
 fn streamed_agrees(
     format: Format,
     steps: &[(Option<&str>, Vec<u8>)],
@@ -374,6 +375,13 @@ fn streamed_agrees(
             retry: None,
         };
         let alone = inspect(format, &event);
+        prop_assert_eq!(
+            &alone,
+            &full(format, name, &data),
+            "{:?} {}",
+            name,
+            String::from_utf8_lossy(&data)
+        );
         let streamed = inspector.inspect_item(&SseItem::Event(event));
         prop_assert_eq!(
             streamed,
@@ -387,18 +395,20 @@ fn streamed_agrees(
 }
 
 prop_compose! {
-    /// One event of a generated Anthropic stream: a text or thinking delta with any text,
-    /// or a generated event of any shape, under a name or none.
+    /// One event of a generated Anthropic stream: a text, thinking or tool-input delta with
+    /// any text (escapes included, valid or not), or a generated event of any shape, under a
+    /// name or none.
     fn anthropic_step()(
-        text in "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,30}",
+        text in "(\\PC|[\"\\\\\u{1}\u{7f}é]|\\\\[nt\"/]|\\\\u00e9|\\\\ud800){0,30}",
         other in event(),
-        pick in 0u8..6,
+        pick in 0u8..7,
         name in prop::sample::select(vec![None, Some("content_block_delta"), Some("message_delta"), Some("ping")]),
     ) -> (Option<&'static str>, Vec<u8>) {
         let data = match pick {
             0 => other.into_bytes(),
             1 => text_delta("thinking_delta", "thinking", &text),
             2 => text_delta("text_delta", "thinking", &text),
+            3 => text_delta("input_json_delta", "partial_json", &text),
             _ => text_delta("text_delta", "text", &text),
         };
         (name, data)
@@ -456,11 +466,11 @@ fn responses_delta(kind: &str, seq: &str, text: &str, padding: &str) -> Vec<u8> 
 }
 
 prop_compose! {
-    /// One event of a generated Responses stream: a text, refusal or reasoning delta with any
-    /// counter, text and padding, or a generated event of any shape, under a name or none.
+    /// One event of a generated Responses stream: a text, refusal, reasoning or tool-call
+    /// delta with any counter, text (escapes included) and padding, or a generated event of any shape, under a name or none.
     fn responses_step()(
         seq in prop_oneof![4 => "[1-9][0-9]{0,5}", 1 => "(0|-1|01|1\\.5|1e3|)"],
-        text in prop_oneof![3 => "[a-zA-Z ,.!]{0,12}", 1 => "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,12}"],
+        text in prop_oneof![3 => "[a-zA-Z ,.!]{0,12}", 1 => "(\\PC|[\"\\\\\u{1}\u{7f}é]|\\\\[nt\"/]|\\\\u00e9|\\\\ud800){0,12}"],
         padding in prop_oneof![3 => "[a-zA-Z0-9]{0,16}", 1 => "([a-zA-Z0-9]|[\"\\\\\u{1}é]){0,8}"],
         other in event(),
         pick in 0u8..8,
@@ -469,6 +479,7 @@ prop_compose! {
         let data = match pick {
             0 => other.into_bytes(),
             1 => responses_delta("response.reasoning_summary_text.delta", &seq, &text, &padding),
+            3 => responses_delta("response.function_call_arguments.delta", &seq, &text, &padding),
             2 => responses_delta("response.refusal.delta", &seq, &text, &padding),
             _ => responses_delta("response.output_text.delta", &seq, &text, &padding),
         };
