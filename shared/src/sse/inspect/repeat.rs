@@ -128,7 +128,7 @@ impl Repeat {
             return None;
         }
         // Where the next fixed run starts, in the remembered event and in the new one.
-        let (mut old, mut new, mut answer) = (0, 0, None);
+        let (mut old, mut new, mut text) = (0, 0, None);
         for &(start, end, hole) in self.holes.iter().flatten() {
             let fixed = self.data.get(old..start)?;
             let value = data.get(new..)?.strip_prefix(fixed)?;
@@ -145,16 +145,20 @@ impl Repeat {
                 }
                 Hole::Unread => unread_string_len(value)?.0,
             };
-            answer = match hole {
-                Hole::Text => Some(text_info(len)),
-                Hole::Unread => self.unread.clone(),
-                Hole::Counter | Hole::Padding => answer,
-            };
+            if hole == Hole::Text {
+                text = Some(len);
+            }
             new += fixed.len() + len;
             old = end;
         }
-        let answer = answer?;
-        (data.get(new..)? == self.data.get(old..)?).then_some(answer)
+        if data.get(new..)? != self.data.get(old..)? {
+            return None;
+        }
+        // The one variable string is the text, or a string the answer does not read.
+        match text {
+            Some(len) => Some(text_info(len)),
+            None => self.unread.clone(),
+        }
     }
 
     #[cfg(test)]
