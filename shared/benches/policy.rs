@@ -263,6 +263,33 @@ fn sse_responses_stream(c: &mut Criterion) {
     );
 }
 
+/// 20 Anthropic thinking deltas then 20 tool-input deltas, as Claude Code's turns stream
+/// them: half of the thinking text and all of the tool input carry escapes.
+fn sse_agent_stream(c: &mut Criterion) {
+    let mut stream = String::new();
+    for i in 0..20 {
+        let text = if i % 2 == 0 {
+            format!("step {i} of the plan")
+        } else {
+            format!("then \\\"run {i}\\\"\\n")
+        };
+        stream.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":\"{text}\"}}}}\n\n"
+        ));
+    }
+    for i in 0..20 {
+        stream.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"line {i}\\\\n\\\", \"}}}}\n\n"
+        ));
+    }
+    inspector_bench(
+        c,
+        "sse/stream inspector, 20 thinking and 20 tool-input deltas",
+        Format::Anthropic,
+        &stream,
+    );
+}
+
 fn inspector_bench(c: &mut Criterion, name: &str, format: Format, stream: &str) {
     let chunks: Vec<&[u8]> = stream.as_bytes().chunks(256).collect();
     c.bench_function(name, |b| {
@@ -293,6 +320,7 @@ criterion_group!(
     sse_scan,
     sse_padded_stream,
     sse_whole_stream,
-    sse_responses_stream
+    sse_responses_stream,
+    sse_agent_stream
 );
 criterion_main!(benches);
