@@ -29,8 +29,8 @@
 //! these the string may hold any characters but controls and any one-letter escape
 //! ([`unread_string_len`]; a `\u` escape is walked again), and the answer is the remembered one.
 
-use super::EventInfo;
 use super::prescan::{string_end, text_info, unread_string_len};
+use super::{EventInfo, EventKind};
 
 /// The key of OpenAI's per-chunk padding, up to its value's opening quote.
 const OBFUSCATION_KEY: &[u8] = b"\"obfuscation\":\"";
@@ -64,8 +64,9 @@ enum Hole {
     /// The text: a plain string, whose length is the answer.
     Text,
     /// A string the answer does not read: any string serde takes, escapes included (but for
-    /// `\u`, which serde refuses as a lone surrogate where it reads the string).
-    Unread,
+    /// `\u`, which serde refuses as a lone surrogate where it reads the string). The answer
+    /// is this kind alone.
+    Unread(EventKind),
     /// OpenAI's `obfuscation` padding: a plain string.
     Padding,
 }
@@ -78,8 +79,6 @@ pub struct Repeat {
     /// The parts of `data` that may differ, in order (a string's inner bytes, an integer's
     /// digits): the counter before the text, the text, the padding after it.
     holes: [Option<(usize, usize, Hole)>; 3],
-    /// The remembered answer, when the variable string is one the answer does not read.
-    unread: Option<EventInfo>,
     /// Events with a text string walked since the last answer from the event before.
     misses: u8,
 }
@@ -99,14 +98,17 @@ impl Repeat {
         }
         let (info, span) = walk(name, data)?;
         self.data.clear();
-        if let Some(variable) = span
+        let variable = span.and_then(|variable| match variable {
+            Variable::Text(start, end) => Some((start, end, Hole::Text)),
+            // Remembered only when the answer is its kind alone (an idle stream keeps one
+            // byte for it, not a whole answer).
+            Variable::Unread(start, end) => {
+                (info == EventInfo::of(info.kind)).then_some((start, end, Hole::Unread(info.kind)))
+            }
+        });
+        if let Some((start, end, hole)) = variable
             && self.misses < MAX_MISSES
         {
-            let (start, end, hole) = match variable {
-                Variable::Text(start, end) => (start, end, Hole::Text),
-                Variable::Unread(start, end) => (start, end, Hole::Unread),
-            };
-            self.unread = (hole == Hole::Unread).then(|| info.clone());
             self.misses += 1;
             // Exactly the event's size: an idle stream keeps it for as long as it lasts.
             self.data.reserve_exact(data.len());
@@ -128,7 +130,7 @@ impl Repeat {
             return None;
         }
         // Where the next fixed run starts, in the remembered event and in the new one.
-        let (mut old, mut new, mut text) = (0, 0, None);
+        let (mut old, mut new, mut text, mut unread) = (0, 0, None, None);
         for &(start, end, hole) in self.holes.iter().flatten() {
             let fixed = self.data.get(old..start)?;
             let value = data.get(new..)?.strip_prefix(fixed)?;
@@ -143,7 +145,10 @@ impl Repeat {
                     }
                     len
                 }
-                Hole::Unread => unread_string_len(value)?.0,
+                Hole::Unread(kind) => {
+                    unread = Some(kind);
+                    unread_string_len(value)?.0
+                }
             };
             if hole == Hole::Text {
                 text = Some(len);
@@ -155,9 +160,9 @@ impl Repeat {
             return None;
         }
         // The one variable string is the text, or a string the answer does not read.
-        match text {
-            Some(len) => Some(text_info(len)),
-            None => self.unread.clone(),
+        match (text, unread) {
+            (Some(len), _) => Some(text_info(len)),
+            (None, kind) => kind.map(EventInfo::of),
         }
     }
 
@@ -346,7 +351,7 @@ mod tests {
             .answer(reasoning, &delta("4", "Hi", "Z"), responses)
             .unwrap();
         assert_eq!(first.kind, EventKind::Reasoning);
-        assert!(memo.has(Hole::Unread) && memo.has(Hole::Counter));
+        assert!(memo.has(Hole::Unread(EventKind::Reasoning)) && memo.has(Hole::Counter));
         // Any text serde reads the same way: escapes, quotes, non-ASCII, none at all.
         for text in [r#"line\nnext \"quoted\" \\ \/ \t"#, "é—", "", r#"\b\f\r"#] {
             let got = memo.same_but_text(reasoning, &delta("5", text, "pvm"));
