@@ -5,10 +5,12 @@
 //!
 //! Parsing every chunk with serde cost about 6,000 instructions per event, a large share of a
 //! proxied stream's CPU. This scanner walks such a chunk once, validating it as strictly as
-//! serde would, and measures the text. Whenever the chunk could carry anything else, or
-//! anything is unusual (an escape, a non-ASCII-whitespace quirk, invalid UTF-8, a duplicate
-//! field, an unexpected type), it answers `None` and the caller runs the full parse, so the
-//! result is always the one the full parse gives.
+//! serde would, and measures the text: its decoded length, each one-letter escape (`\n`,
+//! `\"`…) one byte, as model output is full of newlines and quotes. Whenever the chunk could
+//! carry anything else, or anything is unusual (a `\u` escape in a string it reads, a
+//! non-ASCII-whitespace quirk, invalid UTF-8, a duplicate field, an unexpected type), it
+//! answers `None` and the caller runs the full parse, so the result is always the one the
+//! full parse gives.
 
 use super::repeat::{Spanned, Variable};
 use super::usage_scan::usage;
@@ -61,23 +63,11 @@ struct ChatChunk<'a> {
 
 /// Runs `value` over `data` as one JSON document (surrounding whitespace allowed), with the
 /// inner bytes of the one text string the walk read ([`Scanner::text_string`]) when it read
-/// exactly one; `None` when `data` has an escape or invalid UTF-8, when `value` gives up, or
-/// when anything follows the value.
+/// exactly one; `None` when `value` gives up or when anything follows the value. Strings the
+/// walk skips may hold escapes (validated as serde validates a string it ignores); a text
+/// string, or one the answer does not read ([`Scanner::unread_string`]), the one-letter
+/// escapes; every other string the answer reads, keys included, none.
 pub(super) fn whole_spanned<'a, T>(
-    data: &'a [u8],
-    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
-) -> Option<(T, Option<(usize, usize)>)> {
-    // Without escapes every quote delimits a string and a string's length is its byte length.
-    if memchr::memchr(b'\\', data).is_some() {
-        return None;
-    }
-    walk(data, value)
-}
-
-/// [`whole_spanned`], but the strings the walk skips may hold escapes (validated as serde
-/// validates a string it ignores), and so may the ones [`Scanner::unread_string`] reads; a
-/// text string ([`Scanner::text_string`]) and every string the answer reads still may not.
-pub(super) fn whole_spanned_escaped<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<(T, Option<(usize, usize)>)> {
@@ -96,9 +86,9 @@ pub(super) fn text_info(text: usize) -> EventInfo {
     }
 }
 
-/// [`whole_spanned`], but strings that are only skipped may hold escapes (validated as serde does
-/// when it ignores a string). Strings the caller reads ([`Scanner::string`]), keys included,
-/// still defer when they hold one.
+/// [`whole_spanned`] without the text string's place: for a whole answer, whose text is not
+/// measured. Strings the caller reads ([`Scanner::string`]), keys included, still defer when
+/// they hold an escape.
 ///
 /// UTF-8 is checked where it can occur: the walker accepts bytes above ASCII only inside
 /// strings, and [`Scanner::plain_run`] validates each run that holds one. A separate pass over
@@ -177,12 +167,12 @@ pub(super) fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
 }
 
 /// The length of the inner bytes of the JSON string `value` starts with, up to its closing
-/// quote, and whether it holds an escape: any characters but controls, valid UTF-8, and the
-/// one-letter escapes. A `\u`
+/// quote, and how many escapes it holds: any characters but controls, valid UTF-8, and the
+/// one-letter escapes (each of which stands for one byte of the decoded string). A `\u`
 /// escape is refused: where serde reads the string (a Responses `delta`) a lone surrogate
 /// is an error, and telling one apart is not worth it here.
-pub(super) fn unread_string_len(value: &[u8]) -> Option<(usize, bool)> {
-    let (mut at, mut escaped) = (0, false);
+pub(super) fn unread_string_len(value: &[u8]) -> Option<(usize, usize)> {
+    let (mut at, mut escapes) = (0, 0);
     loop {
         let rest = value.get(at..)?;
         let (end, odd) = string_end(rest)?;
@@ -192,9 +182,9 @@ pub(super) fn unread_string_len(value: &[u8]) -> Option<(usize, bool)> {
         }
         at += end;
         if value.get(at) == Some(&b'"') {
-            return Some((at, escaped));
+            return Some((at, escapes));
         }
-        escaped = true;
+        escapes += 1;
         // A backslash: escapes are ASCII, so no character is cut by one.
         match value.get(at + 1)? {
             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
@@ -244,23 +234,26 @@ impl<'a> Scanner<'a> {
     }
 
     /// A string that is text the answer counts: [`Scanner::string`], its place noted.
-    pub(super) fn text_string(&mut self) -> Option<&'a [u8]> {
-        let start = self.pos + 1;
-        let text = self.string()?;
-        self.content = (start, start + text.len());
-        self.contents += 1;
-        Some(text)
-    }
-
-    /// A string the answer does not read: where its inner bytes are, and whether it holds an
-    /// escape (only the one-letter ones are taken, see [`unread_string_len`]).
-    pub(super) fn unread_string(&mut self) -> Option<(usize, usize, bool)> {
+    pub(super) fn text_string(&mut self) -> Option<usize> {
         self.eat(b'"')?;
         let start = self.pos;
-        let (len, escaped) = unread_string_len(self.data.get(start..)?)?;
+        let (len, escapes) = unread_string_len(self.data.get(start..)?)?;
         self.pos = start + len;
         self.eat(b'"')?;
-        Some((start, start + len, escaped))
+        self.content = (start, start + len);
+        self.contents += 1;
+        Some(len - escapes)
+    }
+
+    /// A string the answer does not read: where its inner bytes are (only the one-letter
+    /// escapes are taken, see [`unread_string_len`]).
+    pub(super) fn unread_string(&mut self) -> Option<(usize, usize)> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let (len, _) = unread_string_len(self.data.get(start..)?)?;
+        self.pos = start + len;
+        self.eat(b'"')?;
+        Some((start, start + len))
     }
 
     /// A string without escapes; its raw bytes.
@@ -457,7 +450,7 @@ impl<'a> Scanner<'a> {
         if self.null() {
             return Some(0);
         }
-        Some(self.text_string()?.len())
+        self.text_string()
     }
 
     /// The chunk object: the text bytes, finish reason and usage of its choices.
@@ -528,7 +521,7 @@ impl<'a> Scanner<'a> {
                 if s.null() {
                     return Some(());
                 }
-                text = s.text_string()?.len();
+                text = s.text_string()?;
                 Some(())
             }
             b"refusal" => seen.null(1, s),

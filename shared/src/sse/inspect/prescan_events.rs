@@ -13,7 +13,7 @@
 //! `None` and the caller runs the full parse, so the classification is always the one
 //! [`super::super::formats`] gives.
 
-use super::prescan::{Scanner, Seen, text_info, whole_spanned_escaped};
+use super::prescan::{Scanner, Seen, text_info, whole_spanned};
 use super::repeat::{Spanned, Variable};
 use super::{EventInfo, EventKind};
 
@@ -51,7 +51,7 @@ pub(super) fn anthropic_spanned(name: Option<&[u8]>, data: &[u8]) -> Spanned {
     if !matches!(name, None | Some(b"content_block_delta")) {
         return None;
     }
-    let (ev, span) = whole_spanned_escaped(data, anth_event)?;
+    let (ev, span) = whole_spanned(data, anth_event)?;
     if name.or(ev.kind) != Some(b"content_block_delta") {
         return None;
     }
@@ -119,8 +119,7 @@ fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
         }
         // Not declared by the full parse, which skips them: any string is the same answer.
         b"thinking" | b"partial_json" if s.peek_is(b'"') => {
-            let (start, end, _) = s.unread_string()?;
-            delta.unread = Some((start, end));
+            delta.unread = Some(s.unread_string()?);
             delta.unreads = delta.unreads.saturating_add(1);
             Some(())
         }
@@ -133,10 +132,8 @@ fn anth_delta<'a>(s: &mut Scanner<'a>) -> Option<AnthDelta<'a>> {
 #[derive(Default)]
 struct RespEvent<'a> {
     kind: Option<&'a [u8]>,
-    /// The `delta` string's bytes (its text's length when it holds no escape).
+    /// The `delta` string's decoded length.
     delta: usize,
-    /// Where the `delta` string is, and whether it holds an escape.
-    delta_at: Option<(usize, usize, bool)>,
 }
 
 /// The classification of a Responses event that carries no `item` or `response` object and
@@ -154,17 +151,13 @@ pub(super) fn responses_spanned(name: Option<&[u8]>, data: &[u8]) -> Spanned {
     if name == Some(b"error") {
         return None;
     }
-    let (ev, _) = whole_spanned_escaped(data, resp_event)?;
+    let (ev, span) = whole_spanned(data, resp_event)?;
     let text = matches!(
         name.or(ev.kind),
         Some(b"response.output_text.delta" | b"response.refusal.delta")
     );
-    if text && ev.delta_at.is_some_and(|(_, _, escaped)| escaped) {
-        // The text's length is that of the decoded string: the full parse measures it.
-        return None;
-    }
     let info = resp_answer(name, &ev)?;
-    let variable = ev.delta_at.and_then(|(start, end, _)| match info.kind {
+    let variable = span.and_then(|(start, end)| match info.kind {
         _ if text => Some(Variable::Text(start, end)),
         // Reasoning and tool-call deltas: the answer is the event's kind, whatever its text.
         EventKind::Reasoning | EventKind::ToolCall => Some(Variable::Unread(start, end)),
@@ -200,9 +193,7 @@ fn resp_event<'a>(s: &mut Scanner<'a>) -> Option<RespEvent<'a>> {
         b"delta" => {
             seen.first(1)?;
             if !s.null() {
-                let (start, end, escaped) = s.unread_string()?;
-                ev.delta = end - start;
-                ev.delta_at = Some((start, end, escaped));
+                ev.delta = s.text_string()?;
             }
             Some(())
         }

@@ -7,9 +7,11 @@
 //! whole (about 3,000 instructions for an ordinary chat chunk); comparing an event with the
 //! one before costs a few hundred. It is exact: the previous event had the same name, was
 //! walked and answered, and held exactly one text string; the new one has the same bytes
-//! before and after that string, with a string in between that has no quote, backslash,
-//! control or non-ASCII byte. The walk over the new event would meet the same tokens and
-//! decide the same, with only the text's length changed. Anything else is walked as before.
+//! before and after that string, with a string in between that has no control byte, is
+//! valid UTF-8 and holds no escape but the one-letter ones (each one byte of the decoded
+//! text, which is what the answer counts). The walk over the new event would meet the same
+//! tokens and decide the same, with only the text's length changed. Anything else is walked
+//! as before.
 //!
 //! OpenAI adds an `obfuscation` string after the choices of every chat chunk (random padding
 //! that hides the text's length; on unless the request sets
@@ -136,7 +138,13 @@ impl Repeat {
             let value = data.get(new..)?.strip_prefix(fixed)?;
             let len = match hole {
                 Hole::Counter => integer_len(value)?,
-                Hole::Text | Hole::Padding => {
+                Hole::Text => {
+                    // Each one-letter escape is one byte of the decoded text.
+                    let (len, escapes) = unread_string_len(value)?;
+                    text = Some(len - escapes);
+                    len
+                }
+                Hole::Padding => {
                     // The stop byte must be the closing quote, which the next fixed run (the
                     // remembered bytes after the string) starts with.
                     let (len, odd) = string_end(value)?;
@@ -150,9 +158,6 @@ impl Repeat {
                     unread_string_len(value)?.0
                 }
             };
-            if hole == Hole::Text {
-                text = Some(len);
-            }
             new += fixed.len() + len;
             old = end;
         }
@@ -240,11 +245,16 @@ mod tests {
                 .is_none()
         );
         assert_eq!(empty.kind, EventKind::Other);
-        // Another id, an escape, a non-ASCII or control byte, a cut tail: walked again.
+        // One-letter escapes count a byte each, a character its UTF-8 bytes.
+        for (text, bytes) in [("x\\ny", 3), (r#"\"q\" \\ \/"#, 7), ("é", 2)] {
+            let got = memo.same_but_text(None, &chunk("a", text)).unwrap();
+            assert_eq!(got, text_info(bytes), "{text}");
+        }
+        // Another id, a \u escape, an unknown escape, a control byte, a cut tail: walked again.
         for other in [
             chunk("b", "Hi"),
-            chunk("a", "x\\ny"),
-            chunk("a", "é"),
+            chunk("a", "\\u00e9"),
+            chunk("a", "\\x"),
             chunk("a", "\u{1}"),
             chunk("a", "Hi")[..40].to_vec(),
         ] {

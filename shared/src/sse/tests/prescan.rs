@@ -304,7 +304,7 @@ enum Step {
 
 prop_compose! {
     fn step()(
-        text in "(\\PC|[\"\\\\\u{1}\u{7f}é]){0,40}",
+        text in "(\\PC|[\"\\\\\u{1}\u{7f}é]|\\\\[nt\"/\\\\]|\\\\u00e9){0,40}",
         // Mostly plain, as OpenAI sends it, so that chunks in a row are compared.
         padding in proptest::option::of(prop_oneof![
             3 => "[a-zA-Z0-9]{0,16}",
@@ -346,6 +346,8 @@ proptest! {
             }
             let event = crate::sse::SseEvent { event: None, data: &data, id: None, retry: None };
             let alone = inspect(Format::OpenAiChat, &event);
+            // The stateless answer is the full parse's.
+            prop_assert_eq!(&alone, &formats::chat(None, data.trim_ascii()), "{}", String::from_utf8_lossy(&data));
             let streamed = inspector.inspect_item(&SseItem::Event(event));
             prop_assert_eq!(streamed, alone, "{}", String::from_utf8_lossy(&data));
         }

@@ -171,11 +171,12 @@ fn events_the_full_parse_reads_further_are_deferred() {
             None,
             r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a","text":"b"}}"#,
         ),
-        // An escape, and a number where serde reads a value's size.
+        // A \u escape (the decoded length is not the escape's), and a number where serde
+        // reads a value's size.
         (
             Format::Anthropic,
             None,
-            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a\nb"}}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a\u00e9b"}}"#,
         ),
         (
             Format::OpenAiResponses,
