@@ -245,6 +245,29 @@ fn sse_whole_stream(c: &mut Criterion) {
     );
 }
 
+/// 20 padded chat chunks of a markdown answer: half of them hold a newline or quotes.
+fn sse_markdown_stream(c: &mut Criterion) {
+    let mut stream = String::new();
+    for i in 0..20 {
+        let padding = &"pJxS9aQ0fO3kLmZr"[..(i * 7) % 16];
+        let text = match i % 4 {
+            0 => format!("\\n\\n## Step {i}\\n"),
+            1 => "Run \\\"cargo test\\\" ".to_owned(),
+            _ => format!("token {i} "),
+        };
+        stream.push_str(&format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"gpt-4o-mini\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"obfuscation\":\"{padding}\"}}\n\n"
+        ));
+    }
+    stream.push_str("data: [DONE]\n\n");
+    inspector_bench(
+        c,
+        "sse/stream inspector, 20 padded markdown chunks",
+        Format::OpenAiChat,
+        &stream,
+    );
+}
+
 /// The same for 20 Responses text deltas, each with its counter and padding.
 fn sse_responses_stream(c: &mut Criterion) {
     let mut stream = String::new();
@@ -319,6 +342,7 @@ criterion_group!(
     classification,
     sse_scan,
     sse_padded_stream,
+    sse_markdown_stream,
     sse_whole_stream,
     sse_responses_stream,
     sse_agent_stream
