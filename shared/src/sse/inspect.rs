@@ -231,8 +231,8 @@ pub fn inspect_item(format: Format, item: &SseItem<'_>) -> EventInfo {
 }
 
 /// Classifies the events of one stream, in order: [`inspect_item`]'s answers, with chat
-/// chunks, Anthropic text deltas and Responses text deltas that repeat the event before but
-/// for their text answered from it ([`repeat::Repeat`]).
+/// chunks and Anthropic and Responses deltas (text, reasoning, tool input) that repeat the
+/// event before but for their one variable string answered from it (`repeat::Repeat`).
 #[derive(Debug, Clone)]
 pub struct StreamInspector {
     format: Format,

@@ -71,7 +71,14 @@ pub(super) fn whole_spanned<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<(T, Option<(usize, usize)>)> {
-    walk(data, value)
+    let mut s = Scanner::new(data);
+    s.ws();
+    let out = value(&mut s)?;
+    s.ws();
+    if s.pos != data.len() {
+        return None;
+    }
+    Some((out, (s.contents == 1).then_some(s.content)))
 }
 
 /// A plain chunk carrying `text` bytes of content.
@@ -97,22 +104,7 @@ pub(super) fn whole_escaped<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
 ) -> Option<T> {
-    walk(data, value).map(|(out, _)| out)
-}
-
-/// Runs `value` over `data` as one document; its answer, and the one text string's place.
-fn walk<'a, T>(
-    data: &'a [u8],
-    value: impl FnOnce(&mut Scanner<'a>) -> Option<T>,
-) -> Option<(T, Option<(usize, usize)>)> {
-    let mut s = Scanner::new(data);
-    s.ws();
-    let out = value(&mut s)?;
-    s.ws();
-    if s.pos != data.len() {
-        return None;
-    }
-    Some((out, (s.contents == 1).then_some(s.content)))
+    whole_spanned(data, value).map(|(out, _)| out)
 }
 
 /// Bytes a string's end is looked for eight at a time before memchr takes over.
@@ -167,11 +159,12 @@ pub(super) fn string_end(rest: &[u8]) -> Option<(usize, bool)> {
 }
 
 /// The length of the inner bytes of the JSON string `value` starts with, up to its closing
-/// quote, and how many escapes it holds: any characters but controls, valid UTF-8, and the
-/// one-letter escapes (each of which stands for one byte of the decoded string). A `\u`
+/// quote, and how many escapes it holds, for a simple string: any characters but controls,
+/// valid UTF-8, and the one-letter escapes (each of which stands for one byte of the decoded
+/// string). A `\u`
 /// escape is refused: where serde reads the string (a Responses `delta`) a lone surrogate
 /// is an error, and telling one apart is not worth it here.
-pub(super) fn unread_string_len(value: &[u8]) -> Option<(usize, usize)> {
+pub(super) fn simple_string_len(value: &[u8]) -> Option<(usize, usize)> {
     let (mut at, mut escapes) = (0, 0);
     loop {
         let rest = value.get(at..)?;
@@ -193,8 +186,9 @@ pub(super) fn unread_string_len(value: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
-/// A strict JSON walker over one event's data (or one body): strings it reads hold no
-/// escapes; strings it skips may, under [`whole_escaped`].
+/// A strict JSON walker over one event's data (or one body): strings it skips may hold any
+/// escape serde takes, text strings and strings the answer does not read the one-letter
+/// ones, and the strings it reads ([`Scanner::string`]) none.
 pub(super) struct Scanner<'a> {
     data: &'a [u8],
     pos: usize,
@@ -233,27 +227,30 @@ impl<'a> Scanner<'a> {
         (self.peek()? == b).then(|| self.pos += 1)
     }
 
-    /// A string that is text the answer counts: [`Scanner::string`], its place noted.
+    /// A string that is text the answer counts ([`simple_string_len`]'s rule), its place
+    /// noted: its decoded length.
     pub(super) fn text_string(&mut self) -> Option<usize> {
-        self.eat(b'"')?;
-        let start = self.pos;
-        let (len, escapes) = unread_string_len(self.data.get(start..)?)?;
-        self.pos = start + len;
-        self.eat(b'"')?;
-        self.content = (start, start + len);
+        let (start, end, escapes) = self.simple_string()?;
+        self.content = (start, end);
         self.contents += 1;
-        Some(len - escapes)
+        Some(end - start - escapes)
     }
 
-    /// A string the answer does not read: where its inner bytes are (only the one-letter
-    /// escapes are taken, see [`unread_string_len`]).
+    /// A string the answer does not read ([`simple_string_len`]'s rule): where its inner
+    /// bytes are.
     pub(super) fn unread_string(&mut self) -> Option<(usize, usize)> {
+        let (start, end, _) = self.simple_string()?;
+        Some((start, end))
+    }
+
+    /// A simple string: where its inner bytes are, and how many escapes it holds.
+    fn simple_string(&mut self) -> Option<(usize, usize, usize)> {
         self.eat(b'"')?;
         let start = self.pos;
-        let (len, _) = unread_string_len(self.data.get(start..)?)?;
+        let (len, escapes) = simple_string_len(self.data.get(start..)?)?;
         self.pos = start + len;
         self.eat(b'"')?;
-        Some((start, start + len))
+        Some((start, start + len, escapes))
     }
 
     /// A string without escapes; its raw bytes.

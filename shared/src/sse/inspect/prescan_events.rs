@@ -8,8 +8,8 @@
 //! `null`; `usage`, `message`, `content_block`, `item` and `response` only as `null`),
 //! duplicates of a declared field are refused as serde refuses them, and every other field is
 //! skipped with validation (escapes included, as serde validates a string it skips). A
-//! string whose text is counted must be plain; a Responses `delta` that is not counted (a
-//! reasoning or tool-call delta) may hold the one-letter escapes. Anything else answers
+//! string whose text is counted, and a string the answer does not read (a thinking or
+//! tool-input delta), may hold the one-letter escapes. Anything else answers
 //! `None` and the caller runs the full parse, so the classification is always the one
 //! [`super::super::formats`] gives.
 
@@ -192,9 +192,7 @@ fn resp_event<'a>(s: &mut Scanner<'a>) -> Option<RespEvent<'a>> {
         }
         b"delta" => {
             seen.first(1)?;
-            if !s.null() {
-                ev.delta = s.text_string()?;
-            }
+            ev.delta = s.text_len()?;
             Some(())
         }
         b"item" => seen.null(2, s),

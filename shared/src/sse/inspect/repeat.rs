@@ -29,9 +29,9 @@
 //! string holds. Coding agents stream thousands of them, and their strings are full of
 //! escapes (a tool's JSON input is all `\"`), which the text rule sends back to the walk. For
 //! these the string may hold any characters but controls and any one-letter escape
-//! ([`unread_string_len`]; a `\u` escape is walked again), and the answer is the remembered one.
+//! ([`simple_string_len`]; a `\u` escape is walked again), and the answer is the remembered one.
 
-use super::prescan::{string_end, text_info, unread_string_len};
+use super::prescan::{simple_string_len, string_end, text_info};
 use super::{EventInfo, EventKind};
 
 /// The key of OpenAI's per-chunk padding, up to its value's opening quote.
@@ -140,7 +140,7 @@ impl Repeat {
                 Hole::Counter => integer_len(value)?,
                 Hole::Text => {
                     // Each one-letter escape is one byte of the decoded text.
-                    let (len, escapes) = unread_string_len(value)?;
+                    let (len, escapes) = simple_string_len(value)?;
                     text = Some(len - escapes);
                     len
                 }
@@ -155,7 +155,7 @@ impl Repeat {
                 }
                 Hole::Unread(kind) => {
                     unread = Some(kind);
-                    unread_string_len(value)?.0
+                    simple_string_len(value)?.0
                 }
             };
             new += fixed.len() + len;
