@@ -28,6 +28,7 @@
 mod support;
 
 mod endpoints;
+mod matrix;
 mod resilience;
 
 use std::path::{Path, PathBuf};
