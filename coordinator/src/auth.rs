@@ -4,15 +4,23 @@
 //! `[auth] management_key_env` turns the API off. This is the actix adapter.
 
 use std::future::{Ready, ready};
-use std::sync::Arc;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
 use switchyard_shared::admin_kit::{self, auth::digest_in};
 
 use crate::error::ApiError;
-use crate::service::Coordinator;
 
 pub use admin_kit::auth::digest;
+
+/// The digests a caller's key is checked against: all the extractor needs of the replica,
+/// registered as its own app data so that authentication does not reach into the service.
+#[derive(Debug, Clone, Default)]
+pub struct Keys {
+    /// The management key's SHA-256; `None` turns the API off.
+    pub management: Option<[u8; 32]>,
+    /// Client keys' SHA-256: presenting one is a 403, not a 401.
+    pub clients: Vec<[u8; 32]>,
+}
 
 /// An authenticated management caller (use it as a handler argument).
 #[derive(Debug, Clone)]
@@ -31,7 +39,7 @@ impl FromRequest for ManagementKey {
 }
 
 fn authenticate(req: &HttpRequest) -> Result<ManagementKey, ApiError> {
-    let Some(co) = req.app_data::<web::Data<Arc<Coordinator>>>() else {
+    let Some(keys) = req.app_data::<web::Data<Keys>>() else {
         return Err(ApiError::internal(
             "internal_error",
             "coordinator not configured",
@@ -42,8 +50,8 @@ fn authenticate(req: &HttpRequest) -> Result<ManagementKey, ApiError> {
         .get("authorization")
         .and_then(|v| v.to_str().ok());
     check(
-        co.settings.management_key_sha256.as_ref(),
-        &co.settings.client_key_sha256,
+        keys.management.as_ref(),
+        &keys.clients,
         admin_kit::auth::bearer(header),
     )
 }

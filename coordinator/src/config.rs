@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use switchyard_shared::Millis;
+use switchyard_shared::admin_kit;
 use switchyard_shared::config::{ClusterMode, Config, ConfigErrors};
 use switchyard_shared::store::{HealthPolicy, RedisStoreConfig};
 
@@ -151,7 +152,7 @@ fn management_key(
         return Ok(None);
     }
     match env(name).filter(|v| !v.is_empty()) {
-        Some(key) => Ok(Some(crate::auth::digest(&key))),
+        Some(key) => Ok(Some(admin_kit::auth::digest(&key))),
         None => Err(StartupError(format!(
             "the management bearer variable {name} (auth.management_key_env) is not set"
         ))),
@@ -167,7 +168,7 @@ fn client_keys(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<[u8
         .filter_map(|key| match (&key.key_env, &key.key_sha256) {
             (Some(var), _) => env(var)
                 .filter(|v| !v.is_empty())
-                .map(|v| crate::auth::digest(&v)),
+                .map(|v| admin_kit::auth::digest(&v)),
             (None, Some(hex_digest)) => hex::decode(hex_digest.trim())
                 .ok()
                 .and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok()),

@@ -14,6 +14,7 @@ use switchyard_shared::store::LockoutRecord;
 use switchyard_shared::wire::BreakerPhase;
 
 use crate::feed::Feed;
+use crate::node_state::{NodeState, Params};
 use crate::read::{Catalogue, Snapshot};
 pub use crate::rows::{conn_status, connection_row, lockout_row, node_row};
 
@@ -22,16 +23,6 @@ pub const MAX_ROWS: usize = 1000;
 /// Redis round trips slower than this fraction of the command timeout degrade the cluster.
 const SLOW_REDIS_FRACTION: u64 = 2;
 
-/// The numbers the rules need, from `[cluster]`.
-#[derive(Debug, Clone)]
-pub struct Params {
-    pub heartbeat_interval_ms: Millis,
-    pub node_ttl_ms: Millis,
-    pub redis_timeout_ms: Millis,
-    /// Redacted.
-    pub redis_url: String,
-}
-
 /// What this replica knows about coordinator leadership.
 #[derive(Debug, Clone, Default)]
 pub struct CoordinatorView {
@@ -39,37 +30,6 @@ pub struct CoordinatorView {
     pub leader: bool,
     pub generation: Option<u64>,
     pub started_at_ms: u64,
-}
-
-/// A node's state by heartbeat age.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeState {
-    /// Heartbeat within two intervals.
-    Up,
-    /// Missed beats, but younger than `node_ttl_ms`.
-    Stale,
-    /// Older than `node_ttl_ms`, or its key is gone.
-    Down,
-}
-
-impl NodeState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Up => "up",
-            Self::Stale => "stale",
-            Self::Down => "down",
-        }
-    }
-
-    /// Pure: the state of a heartbeat `age_ms` old (`None`: no heartbeat at all).
-    pub fn of(age_ms: Option<Millis>, p: &Params) -> Self {
-        match age_ms {
-            None => Self::Down,
-            Some(age) if age >= p.node_ttl_ms => Self::Down,
-            Some(age) if age > p.heartbeat_interval_ms.saturating_mul(2) => Self::Stale,
-            Some(_) => Self::Up,
-        }
-    }
 }
 
 fn phase_str(p: BreakerPhase) -> &'static str {

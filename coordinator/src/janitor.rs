@@ -22,7 +22,6 @@ use redis::{Script, Value};
 use switchyard_shared::store::{RedisStore, StoreError};
 
 use crate::read;
-use crate::service::Coordinator;
 
 static JANITOR_PASS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/janitor_pass_v1.lua")));
@@ -48,6 +47,17 @@ pub struct PassReport {
     pub index_pruned: u64,
 }
 
+/// What a pass works on: the store, how long a node may be gone before it is pruned, the
+/// catalogue's connection ids (whose permit tables and lockout indexes it cleans) and the id it
+/// signs the janitor log with. Narrow on purpose: the janitor needs nothing else of the
+/// replica.
+pub struct Scope<'a> {
+    pub store: &'a RedisStore,
+    pub grace: Duration,
+    pub connections: Vec<&'a str>,
+    pub coordinator_id: &'a str,
+}
+
 /// The janitor's memory between passes: since when each gone node has been gone.
 #[derive(Debug, Default)]
 pub struct Janitor {
@@ -58,13 +68,12 @@ impl Janitor {
     /// One pass under `generation`.
     pub async fn pass(
         &mut self,
-        co: &Coordinator,
+        scope: &Scope<'_>,
         generation: u64,
     ) -> Result<PassReport, StoreError> {
-        let store = &co.store;
-        let nodes = read::read_nodes(store).await?;
+        let nodes = read::read_nodes(scope.store).await?;
         let now = Instant::now();
-        let grace = Duration::from_millis(co.settings.config.cluster.node_ttl_ms);
+        let grace = scope.grace;
         self.missing_since
             .retain(|id, _| nodes.iter().any(|n| &n.id == id && n.heartbeat.is_none()));
         let mut victims = Vec::new();
@@ -74,14 +83,14 @@ impl Janitor {
                 victims.push(n.id.clone());
             }
         }
-        let mut report = self.prune(co, generation, &victims).await?;
+        let mut report = self.prune(scope, generation, &victims).await?;
         if report.fenced {
             return Ok(report);
         }
         for id in &victims {
             self.missing_since.remove(id);
         }
-        match compact_lockouts(co, generation).await? {
+        match compact_lockouts(scope, generation).await? {
             None => report.fenced = true,
             Some(n) => report.index_pruned = n,
         }
@@ -90,24 +99,24 @@ impl Janitor {
 
     async fn prune(
         &self,
-        co: &Coordinator,
+        scope: &Scope<'_>,
         generation: u64,
         victims: &[String],
     ) -> Result<PassReport, StoreError> {
         const CMD: &str = "janitor_pass";
-        let store = &co.store;
+        let store = scope.store;
         let keys = store.keys();
         let mut script_keys = vec![keys.leader_lease(), keys.nodes(), log_key(store)];
         script_keys.extend(victims.iter().map(|id| keys.node(id)));
         if !victims.is_empty() {
-            for (conn, _) in &co.catalogue.connections {
+            for conn in &scope.connections {
                 script_keys.push(keys.permit_expiry(conn));
                 script_keys.push(keys.permit_grants(conn));
             }
         }
         let mut args = vec![
             generation.to_string(),
-            co.settings.coordinator_id.clone(),
+            scope.coordinator_id.to_owned(),
             victims.len().to_string(),
         ];
         args.extend(victims.iter().cloned());
@@ -150,20 +159,15 @@ fn protocol(command: &'static str, message: impl Into<String>) -> StoreError {
 }
 
 /// Compacts every non-empty lockout index. `None` when fenced.
-async fn compact_lockouts(co: &Coordinator, generation: u64) -> Result<Option<u64>, StoreError> {
+async fn compact_lockouts(scope: &Scope<'_>, generation: u64) -> Result<Option<u64>, StoreError> {
     const CMD: &str = "lockout_compact";
-    let store = &co.store;
-    let conns: Vec<&str> = co
-        .catalogue
-        .connections
-        .iter()
-        .map(|(c, _)| c.as_str())
-        .collect();
+    let store = scope.store;
+    let conns = &scope.connections;
     if conns.is_empty() {
         return Ok(Some(0));
     }
     let mut pipe = redis::pipe();
-    for conn in &conns {
+    for conn in conns {
         pipe.cmd("SMEMBERS").arg(store.keys().lockout_index(conn));
     }
     let members: Vec<Vec<String>> = store

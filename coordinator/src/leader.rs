@@ -13,65 +13,14 @@
 //! - **Fencing.** Every janitor write is a script that first checks the lease still carries
 //!   the replica's generation, so even a write that slips past the local check is refused.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_shared::Millis;
 use switchyard_shared::store::LeaseAcquire;
 
-use crate::janitor::Janitor;
+use crate::janitor::{Janitor, Scope};
+use crate::leadership::valid_until;
 use crate::service::Coordinator;
-
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    generation: u64,
-    valid_until: Instant,
-}
-
-/// This replica's view of its own leadership.
-#[derive(Debug, Default)]
-pub struct Leadership {
-    held: Mutex<Option<Held>>,
-}
-
-impl Leadership {
-    /// The generation while the lease is locally valid.
-    pub fn current(&self) -> Option<u64> {
-        self.current_at(Instant::now())
-    }
-
-    fn current_at(&self, now: Instant) -> Option<u64> {
-        let held = self.held.lock().ok()?;
-        held.filter(|h| now < h.valid_until).map(|h| h.generation)
-    }
-
-    fn held(&self) -> Option<Held> {
-        self.held.lock().ok().and_then(|h| *h)
-    }
-
-    fn set(&self, generation: u64, valid_until: Instant) {
-        if let Ok(mut h) = self.held.lock() {
-            *h = Some(Held {
-                generation,
-                valid_until,
-            });
-        }
-    }
-
-    fn clear(&self) -> Option<u64> {
-        self.held
-            .lock()
-            .ok()
-            .and_then(|mut h| h.take())
-            .map(|h| h.generation)
-    }
-}
-
-/// The local validity of a lease granted for `ttl_ms` by a request sent at `sent`: a tenth of
-/// the TTL is kept back for clock-rate differences and scheduling delay.
-pub fn valid_until(sent: Instant, ttl_ms: Millis) -> Instant {
-    sent + Duration::from_millis(ttl_ms - ttl_ms / 10)
-}
 
 /// Acquires and renews the leader lease every third of its TTL; never returns.
 pub async fn run(co: Arc<Coordinator>) {
@@ -133,7 +82,7 @@ pub async fn run_janitor(co: Arc<Coordinator>) {
         let Some(generation) = co.leadership.current() else {
             continue;
         };
-        match janitor.pass(&co, generation).await {
+        match janitor.pass(&janitor_scope(&co), generation).await {
             Ok(report) if report.fenced => {
                 co.metrics.janitor("fenced");
                 co.leadership.clear();
@@ -162,6 +111,21 @@ pub async fn run_janitor(co: Arc<Coordinator>) {
     }
 }
 
+/// What the janitor works on, taken from the replica.
+pub fn janitor_scope(co: &Coordinator) -> Scope<'_> {
+    Scope {
+        store: &co.store,
+        grace: Duration::from_millis(co.settings.config.cluster.node_ttl_ms),
+        connections: co
+            .catalogue
+            .connections
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .collect(),
+        coordinator_id: &co.settings.coordinator_id,
+    }
+}
+
 /// Gives the lease up on shutdown so another replica takes over at once.
 pub async fn release(co: &Coordinator) {
     if let Some(generation) = co.leadership.clear() {
@@ -170,22 +134,5 @@ pub async fn release(co: &Coordinator) {
             .store
             .lease_release(&keys, &co.owner_token, generation)
             .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn validity_ends_before_the_ttl_and_expires_locally() {
-        let l = Leadership::default();
-        let t0 = Instant::now();
-        assert_eq!(l.current_at(t0), None);
-        l.set(7, valid_until(t0, 1000));
-        assert_eq!(l.current_at(t0 + Duration::from_millis(899)), Some(7));
-        assert_eq!(l.current_at(t0 + Duration::from_millis(900)), None);
-        assert_eq!(l.clear(), Some(7));
-        assert_eq!(l.current_at(t0), None);
     }
 }

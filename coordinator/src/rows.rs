@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use switchyard_shared::store::{ConnRecord, LockoutRecord};
 
-use crate::health::{NodeState, Params};
+use crate::node_state::{NodeState, Params};
 use crate::read::NodeEntry;
 
 /// `terminal`, `cooling` or `active`.

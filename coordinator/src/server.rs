@@ -35,11 +35,16 @@ pub fn run(settings: Settings) -> ExitCode {
         let leader_task = tokio::spawn(leader::run(Arc::clone(&co)));
         let janitor_task = tokio::spawn(leader::run_janitor(Arc::clone(&co)));
         let refresh_task = tokio::spawn(crate::service::refresh_loop(Arc::clone(&co)));
-        let history_task = tokio::spawn(crate::history::sampler::run(Arc::clone(&co)));
+        let history_task = tokio::spawn(crate::sampler::run(Arc::clone(&co)));
         let data = web::Data::new(Arc::clone(&co));
+        let keys = web::Data::new(crate::auth::Keys {
+            management: co.settings.management_key_sha256,
+            clients: co.settings.client_key_sha256.clone(),
+        });
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
+                .app_data(keys.clone())
                 .configure(crate::http::configure)
         })
         .workers(2)

@@ -12,9 +12,10 @@ use switchyard_shared::wire::{self, Envelope, WireEvent};
 
 use crate::config::{Settings, StartupError, redact_url};
 use crate::feed::Feed;
-use crate::health::{self, CoordinatorView, Params};
-use crate::leader::Leadership;
+use crate::health::{self, CoordinatorView};
+use crate::leadership::Leadership;
 use crate::metrics::Metrics;
+use crate::node_state::Params;
 use crate::read::{self, Catalogue, Snapshot, epoch_ms};
 
 /// A health answer never uses a snapshot older than this.

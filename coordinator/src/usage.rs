@@ -21,8 +21,8 @@ use switchyard_shared::usage::{self, Row};
 
 use crate::auth::ManagementKey;
 use crate::error::{ApiError, ApiResult};
-use crate::history::sampler;
 use crate::read::epoch_ms;
+use crate::sampler;
 use crate::service::Coordinator;
 
 /// A node that does not answer within this is left out (and named).

@@ -5,7 +5,7 @@
 //! coordinator reads each live node's `/metrics` (admin listener) every interval, turns the
 //! counter increases into rates and keeps a bounded ring per provider, so an operator sees a
 //! breaker storm as a shape without running Prometheus. The sampling and aggregation are pure
-//! ([`exposition`], [`ring`]) with time passed in; [`sampler`] is the loop that fetches.
+//! ([`exposition`], [`ring`]) with time passed in; `crate::sampler` is the loop that fetches.
 //!
 //! - requests/s: upstream attempts (`switchyard_upstream_request_duration_seconds_count`);
 //! - errors/s: failed upstream attempts, before or after the commit point
@@ -16,7 +16,6 @@
 
 pub mod exposition;
 pub mod ring;
-pub mod sampler;
 
 pub use ring::History;
 

@@ -16,6 +16,7 @@ use crate::support::coordinator::{Coordinator, MGMT_KEY, config, store};
 use crate::support::{STATE_DEADLINE, eventually};
 use switchyard_coordinator::config::Settings;
 use switchyard_coordinator::janitor::{Janitor, log_key};
+use switchyard_coordinator::leader::janitor_scope;
 use switchyard_shared::config::Config;
 use switchyard_shared::store::RedisStore;
 use switchyard_tests::redis_server::RedisServer;
@@ -186,7 +187,10 @@ async fn a_paused_leader_resumes_without_writing() {
         })
         .unwrap();
     let stale = Arc::new(switchyard_coordinator::service::Coordinator::new(settings).unwrap());
-    let report = Janitor::default().pass(&stale, gen_a).await.unwrap();
+    let report = Janitor::default()
+        .pass(&janitor_scope(&stale), gen_a)
+        .await
+        .unwrap();
     assert!(report.fenced, "{report:?}");
     assert_eq!(by(&janitor_log(&s).await, "coord-stale"), 0);
 }

@@ -1,4 +1,4 @@
-//! The sampling loop: every interval, read the node set, fetch each live node's `/metrics`
+//! The history's sampling loop (the history itself, pure, is `crate::history`): every interval, read the node set, fetch each live node's `/metrics`
 //! and record the round. Runs on every replica (each keeps its own view; nothing is written
 //! to Redis), off every request path.
 
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use super::exposition::{self, NodeCounters};
-use crate::health::NodeState;
+use crate::history::exposition::{self, NodeCounters};
+use crate::node_state::NodeState;
 use crate::read::{self, epoch_ms};
 use crate::service::Coordinator;
 
