@@ -1,7 +1,7 @@
 //! Translation settings: the `[translation]` table and the per-provider `responses_api` key.
 //!
 //! Both decide what happens when a client's format and a provider's format differ (see
-//! `docs/translation.md`): which unknown request fields are dropped rather than refused, and
+//! `docs/translation.md`): whether request fields a provider format cannot express are dropped (and named) or refused, and
 //! whether an `openai`-format provider is sent the Responses API as is or Chat Completions.
 
 use serde::{Deserialize, Serialize};
@@ -12,8 +12,8 @@ use crate::translate::UnknownParams;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TranslationConfig {
-    /// A client field the translator does not know: `drop-hints` (default) drops it when its
-    /// name marks it as metadata or a hint and refuses it otherwise; `refuse` refuses it.
+    /// A client field or variant the provider format cannot express: `drop` (default; the
+    /// older name `drop-hints` reads the same) drops it and names it; `refuse` refuses it.
     pub unknown_params: UnknownParams,
 }
 
@@ -93,7 +93,9 @@ mod tests {
         let t: TranslationConfig = toml::from_str("unknown_params = \"refuse\"").unwrap();
         assert_eq!(t.unknown_params, UnknownParams::Refuse);
         let t: TranslationConfig = toml::from_str("").unwrap();
-        assert_eq!(t.unknown_params, UnknownParams::DropHints);
-        assert!(toml::from_str::<TranslationConfig>("unknown_params = \"drop\"").is_err());
+        assert_eq!(t.unknown_params, UnknownParams::Drop);
+        let t: TranslationConfig = toml::from_str("unknown_params = \"drop-hints\"").unwrap();
+        assert_eq!(t.unknown_params, UnknownParams::Drop);
+        assert!(toml::from_str::<TranslationConfig>("unknown_params = \"ignore\"").is_err());
     }
 }

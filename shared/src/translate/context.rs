@@ -45,7 +45,7 @@ impl Default for TranslateOptions {
             default_max_tokens: DEFAULT_ANTHROPIC_MAX_TOKENS,
             max_tokens_field: MaxTokensField::default(),
             chat_reasoning_history: false,
-            unknown_params: UnknownParams::DropHints,
+            unknown_params: UnknownParams::Drop,
         }
     }
 }

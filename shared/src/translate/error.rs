@@ -1,7 +1,7 @@
 //! The one error type translation returns, typed so the node can answer without parsing text.
 //!
-//! A request that uses something the target format cannot express is the client's problem and
-//! must be refused with a `400` that names the parameter, never silently answered differently;
+//! A malformed request (and, in strict mode, one that uses something the target format cannot
+//! express) is the client's problem: a `400` that names the parameter;
 //! an upstream body we cannot read is the provider's problem (`502`); a direction the core does
 //! not implement is a node bug (`500`).
 

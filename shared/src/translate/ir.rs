@@ -28,6 +28,8 @@ pub(crate) struct Request {
     pub user: Option<String>,
     pub stream: bool,
     pub reasoning: Option<Reasoning>,
+    /// Structured output: the shape the answer's text must have.
+    pub output_format: Option<OutputFormat>,
     /// Fields accepted and not forwarded, for the client's `x-switchyard-dropped-params`.
     pub dropped: Vec<String>,
     /// Fields not forwarded because Switchyard did what they ask itself, for the client's
@@ -117,6 +119,21 @@ pub(crate) enum Reasoning {
     Budget(u64),
     /// Anthropic `thinking.type = adaptive`: the model decides.
     Adaptive,
+}
+
+/// Structured output (chat `response_format`, Responses `text.format`, Anthropic
+/// `output_config.format`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OutputFormat {
+    /// Text that is JSON matching `schema`.
+    JsonSchema {
+        name: Option<String>,
+        description: Option<String>,
+        schema: serde_json::Value,
+        strict: Option<bool>,
+    },
+    /// Any JSON object (OpenAI's JSON mode; Anthropic has no counterpart).
+    JsonObject,
 }
 
 /// A complete (non-streamed) answer, in neutral form.

@@ -14,9 +14,10 @@
 //! Every direction goes through one neutral model (the private `ir` module: Anthropic-shaped
 //! turns of typed blocks), so each format has one decoder and one encoder and each mapping
 //! decision lives in one place. `docs/translation.md` tabulates the mappings and everything
-//! dropped, and why. A parameter the provider format cannot express is refused with a
-//! [`TranslateError::Unsupported`] naming it (the node answers `400`), unless a documented
-//! mapping is close enough.
+//! dropped, and why. A field or variant the provider format cannot express is dropped and
+//! named ([`TranslatedRequest::dropped`]), never refused, unless the operator asked for strict
+//! mode ([`UnknownParams::Refuse`], then a [`TranslateError::Unsupported`] naming it); only a
+//! malformed body is refused by default.
 //!
 //! Nothing here performs I/O or reads a clock: times are passed in ([`TranslateContext`]).
 
@@ -43,7 +44,7 @@ pub use context::{
 pub use error::{TranslateError, format_name};
 pub use errors::{map_error_type, translate_error_body};
 pub use ir::TokenUsage;
-pub use policy::{HINT_MARKERS, UnknownParams, is_hint_name};
+pub use policy::UnknownParams;
 pub use reasoning_codec::strip_unsigned_thinking;
 pub use stream::StreamTranslator;
 

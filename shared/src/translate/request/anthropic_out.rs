@@ -12,7 +12,9 @@ use serde_json::{Map, Number, Value, json};
 use crate::sse::Format;
 use crate::translate::context::TranslateOptions;
 use crate::translate::error::TranslateError;
-use crate::translate::ir::{Block, Image, Message, Reasoning, Request, Role, ToolChoice};
+use crate::translate::ir::{
+    Block, Image, Message, OutputFormat, Reasoning, Request, Role, ToolChoice,
+};
 use crate::translate::mapping::budget_for_effort;
 use crate::translate::util::{Result, anthropic_tool_id, tool_input};
 
@@ -88,6 +90,13 @@ pub(crate) fn encode(req: &Request, opts: &TranslateOptions) -> Result<Value> {
         && !unsigned_tool_loop(&req.messages)
     {
         out.insert("thinking".into(), thinking);
+    }
+    // JSON mode without a schema has no Anthropic counterpart; the decoders drop it.
+    if let Some(OutputFormat::JsonSchema { schema, .. }) = &req.output_format {
+        out.insert(
+            "output_config".into(),
+            json!({"format": {"type": "json_schema", "schema": schema}}),
+        );
     }
     Ok(Value::Object(out))
 }

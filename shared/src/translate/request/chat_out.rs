@@ -9,7 +9,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::translate::context::{MaxTokensField, TranslateOptions};
-use crate::translate::ir::{Block, Image, Message, Reasoning, Request, Role, ToolChoice};
+use crate::translate::ir::{
+    Block, Image, Message, OutputFormat, Reasoning, Request, Role, ToolChoice,
+};
 use crate::translate::mapping::effort_for_budget;
 use crate::translate::util::data_url;
 
@@ -92,7 +94,37 @@ pub(crate) fn encode(req: &Request, opts: &TranslateOptions) -> Value {
         // Off is the default; adaptive leaves the choice to the model, as omitting does.
         Some(Reasoning::Off | Reasoning::Adaptive) | None => {}
     }
+    if let Some(format) = &req.output_format {
+        out.insert("response_format".into(), response_format(format));
+    }
     Value::Object(out)
+}
+
+/// Chat's `response_format`; a schema without a name gets `output` (chat requires one).
+fn response_format(format: &OutputFormat) -> Value {
+    match format {
+        OutputFormat::JsonObject => json!({"type": "json_object"}),
+        OutputFormat::JsonSchema {
+            name,
+            description,
+            schema,
+            strict,
+        } => {
+            let mut s = Map::new();
+            s.insert(
+                "name".into(),
+                name.clone().unwrap_or_else(|| "output".to_owned()).into(),
+            );
+            if let Some(d) = description {
+                s.insert("description".into(), d.clone().into());
+            }
+            s.insert("schema".into(), schema.clone());
+            if let Some(strict) = strict {
+                s.insert("strict".into(), (*strict).into());
+            }
+            json!({"type": "json_schema", "json_schema": s})
+        }
+    }
 }
 
 /// Text blocks as chat `content`: a string for one, text parts for several.

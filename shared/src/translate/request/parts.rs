@@ -20,7 +20,14 @@ use crate::translate::util::{
 pub(crate) const ANTHROPIC_REASONING_FORMAT: &str = "anthropic-claude-v1";
 
 /// A message's `content`: a string, or an array of typed parts.
-pub(crate) fn openai_content_parts(v: &Value, path: &str, target: Format) -> Result<Vec<Block>> {
+/// A part with no counterpart (audio, an uploaded-file reference) is dropped and named
+/// `content[<type>]`.
+pub(crate) fn openai_content_parts(
+    v: &Value,
+    path: &str,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Vec<Block>> {
     let parts = match v {
         Value::String(s) => return Ok(vec![Block::Text(s.clone())]),
         other => as_arr(other, path)?,
@@ -50,20 +57,37 @@ pub(crate) fn openai_content_parts(v: &Value, path: &str, target: Format) -> Res
             }
             "input_image" => match opt_str(p, "image_url", &path)? {
                 Some(url) => Block::Image(image(url)),
-                None => return Err(unsupported_file_id(&path, target)),
+                None => {
+                    unsupported_file_id(&path, kind, target, drops)?;
+                    continue;
+                }
             },
             "file" => {
                 let fpath = join(&path, "file");
                 let f = as_obj(p.get("file").unwrap_or(&Value::Null), &fpath)?;
-                file(f, &fpath, target)?
+                match file(f, &fpath)? {
+                    Some(b) => b,
+                    None => {
+                        unsupported_file_id(&fpath, kind, target, drops)?;
+                        continue;
+                    }
+                }
             }
-            "input_file" => file(p, &path, target)?,
+            "input_file" => match file(p, &path)? {
+                Some(b) => b,
+                None => {
+                    unsupported_file_id(&path, kind, target, drops)?;
+                    continue;
+                }
+            },
             other => {
-                return Err(TranslateError::unsupported(
-                    join(&path, "type"),
+                drops.variant(
+                    &join(&path, "type"),
+                    &format!("content[{other}]"),
                     target,
                     &format!("`{other}` content has no counterpart"),
-                ));
+                )?;
+                continue;
             }
         };
         out.push(block);
@@ -81,34 +105,69 @@ fn image(url: &str) -> Image {
     }
 }
 
-fn file(f: &serde_json::Map<String, Value>, path: &str, target: Format) -> Result<Block> {
+/// An inline file; `None` for a reference (`file_id`, `file_url`) the provider cannot read.
+fn file(f: &serde_json::Map<String, Value>, path: &str) -> Result<Option<Block>> {
     let Some(data) = opt_str(f, "file_data", path)? else {
-        return Err(unsupported_file_id(path, target));
+        return Ok(None);
     };
-    let (media_type, data) = parse_data_url(data)
-        .ok_or_else(|| TranslateError::invalid(join(path, "file_data"), "expected a data URL"))?;
-    Ok(Block::File {
+    let name = opt_str(f, "filename", path)?;
+    // OpenAI documents `file_data` as base64 data; clients send it as a `data:` URL or bare.
+    let (media_type, data) = parse_data_url(data).unwrap_or((media_type_of(name), data));
+    Ok(Some(Block::File {
         media_type: media_type.to_owned(),
         data: data.to_owned(),
-        name: opt_str(f, "filename", path)?.map(str::to_owned),
-    })
+        name: name.map(str::to_owned),
+    }))
 }
 
-fn unsupported_file_id(path: &str, target: Format) -> TranslateError {
-    TranslateError::unsupported(
-        join(path, "file_id"),
+/// The media type of bare base64 file data, by the file name's extension (PDF, the one file
+/// type every provider reads, when unknown).
+fn media_type_of(name: Option<&str>) -> &'static str {
+    let ext = name
+        .and_then(|n| n.rsplit_once('.'))
+        .map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("txt") => "text/plain",
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        _ => "application/pdf",
+    }
+}
+
+/// Uploaded files live at OpenAI; only inline data can be carried.
+fn unsupported_file_id(path: &str, kind: &str, target: Format, drops: &mut Drops) -> Result<()> {
+    drops.variant(
+        &join(path, "file_id"),
+        &format!("content[{kind}].file_id"),
         target,
         "uploaded files live at the OpenAI provider; send the data inline",
     )
 }
 
-/// A chat tool: `{"type":"function","function":{name, description, parameters}}`.
-pub(crate) fn chat_tool(v: &Value, path: &str, target: Format) -> Result<Tool> {
+/// A chat tool: `{"type":"function","function":{name, description, parameters}}`; another
+/// type (a free-form `custom` tool) is left out of the offer and named.
+pub(crate) fn chat_tool(
+    v: &Value,
+    path: &str,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Option<Tool>> {
     let t = as_obj(v, path)?;
-    check_function_type(opt_str(t, "type", path)?, path, target)?;
+    match opt_str(t, "type", path)? {
+        None | Some("function") => {}
+        Some(other) => {
+            drops.tool(path, other, target)?;
+            return Ok(None);
+        }
+    }
     let fpath = join(path, "function");
     let f = as_obj(t.get("function").unwrap_or(&Value::Null), &fpath)?;
-    function_tool(f, &fpath)
+    function_tool(f, &fpath).map(Some)
+}
+
+/// A legacy chat `functions[]` entry: the function tool it stands for.
+pub(crate) fn legacy_function(v: &Value, path: &str) -> Result<Tool> {
+    function_tool(as_obj(v, path)?, path)
 }
 
 /// A Responses tool: `{"type":"function", name, description, parameters}`.
@@ -130,17 +189,6 @@ pub(crate) fn responses_tool(
     }
 }
 
-fn check_function_type(kind: Option<&str>, path: &str, target: Format) -> Result<()> {
-    match kind {
-        None | Some("function") => Ok(()),
-        Some(other) => Err(TranslateError::unsupported(
-            join(path, "type"),
-            target,
-            &format!("`{other}` tools have no counterpart"),
-        )),
-    }
-}
-
 /// `strict` is dropped: Anthropic validates tool input against the schema on its own terms.
 fn function_tool(f: &serde_json::Map<String, Value>, path: &str) -> Result<Tool> {
     Ok(Tool {
@@ -152,10 +200,15 @@ fn function_tool(f: &serde_json::Map<String, Value>, path: &str) -> Result<Tool>
     })
 }
 
-/// Chat `tool_choice`: a mode string or `{"type":"function","function":{"name"}}`.
-pub(crate) fn chat_tool_choice(v: &Value, target: Format) -> Result<ToolChoice> {
+/// Chat `tool_choice`: a mode string, `{"type":"function","function":{"name"}}` or
+/// `{"type":"allowed_tools", ...}`. `None` when it was dropped (see [`other_choice`]).
+pub(crate) fn chat_tool_choice(
+    v: &Value,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Option<ToolChoice>> {
     if let Some(mode) = v.as_str() {
-        return mode_choice(mode, target);
+        return mode_choice(mode, target, drops);
     }
     let o = as_obj(v, "tool_choice")?;
     match opt_str(o, "type", "tool_choice")? {
@@ -164,47 +217,87 @@ pub(crate) fn chat_tool_choice(v: &Value, target: Format) -> Result<ToolChoice> 
                 o.get("function").unwrap_or(&Value::Null),
                 "tool_choice.function",
             )?;
-            Ok(ToolChoice::Tool(
+            Ok(Some(ToolChoice::Tool(
                 req_str(f, "name", "tool_choice.function")?.to_owned(),
-            ))
+            )))
         }
-        _ => Err(TranslateError::unsupported(
-            "tool_choice.type",
-            target,
-            "only function tool choices have a counterpart",
-        )),
+        kind => other_choice(o, kind, target, drops),
     }
 }
 
-/// Responses `tool_choice`: a mode string or `{"type":"function","name"}`.
-pub(crate) fn responses_tool_choice(v: &Value, target: Format) -> Result<ToolChoice> {
+/// Responses `tool_choice`: a mode string, `{"type":"function","name"}` or
+/// `{"type":"allowed_tools", ...}`; one forcing a hosted tool is dropped (see
+/// [`other_choice`]).
+pub(crate) fn responses_tool_choice(
+    v: &Value,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Option<ToolChoice>> {
     if let Some(mode) = v.as_str() {
-        return mode_choice(mode, target);
+        return mode_choice(mode, target, drops);
     }
     let o = as_obj(v, "tool_choice")?;
     match opt_str(o, "type", "tool_choice")? {
-        Some("function") => Ok(ToolChoice::Tool(
+        Some("function") => Ok(Some(ToolChoice::Tool(
             req_str(o, "name", "tool_choice")?.to_owned(),
-        )),
-        _ => Err(TranslateError::unsupported(
-            "tool_choice.type",
-            target,
-            "only function tool choices have a counterpart",
-        )),
+        ))),
+        kind => other_choice(o, kind, target, drops),
     }
 }
 
-fn mode_choice(mode: &str, target: Format) -> Result<ToolChoice> {
-    match mode {
-        "auto" => Ok(ToolChoice::Auto),
-        "none" => Ok(ToolChoice::None),
-        "required" => Ok(ToolChoice::Required),
-        other => Err(TranslateError::unsupported(
-            "tool_choice",
+/// `allowed_tools` keeps its mode (`auto` / `required`); the restriction to a subset of the
+/// offered tools has no counterpart and is named `tool_choice.allowed_tools`. A choice that
+/// forces a tool the provider is not offered (a hosted or custom tool, dropped from `tools`)
+/// is dropped and named `tool_choice[<type>]`: the model then chooses freely.
+fn other_choice(
+    o: &serde_json::Map<String, Value>,
+    kind: Option<&str>,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Option<ToolChoice>> {
+    if kind == Some("allowed_tools") {
+        // Chat nests the list (`allowed_tools.mode`); Responses does not (`mode`).
+        let mode = match field(o, "allowed_tools") {
+            Some(a) => opt_str(
+                as_obj(a, "tool_choice.allowed_tools")?,
+                "mode",
+                "tool_choice",
+            )?,
+            None => opt_str(o, "mode", "tool_choice")?,
+        };
+        drops.variant(
+            "tool_choice.allowed_tools",
+            "tool_choice.allowed_tools",
             target,
-            &format!("`{other}` has no counterpart"),
-        )),
+            "a subset of the offered tools has no counterpart",
+        )?;
+        return mode_choice(mode.unwrap_or("auto"), target, drops);
     }
+    let kind = kind.unwrap_or("?");
+    drops.variant(
+        "tool_choice.type",
+        &format!("tool_choice[{kind}]"),
+        target,
+        &format!("`{kind}` tool choices have no counterpart"),
+    )?;
+    Ok(None)
+}
+
+fn mode_choice(mode: &str, target: Format, drops: &mut Drops) -> Result<Option<ToolChoice>> {
+    Ok(Some(match mode {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        other => {
+            drops.variant(
+                "tool_choice",
+                &format!("tool_choice[{other}]"),
+                target,
+                &format!("`{other}` has no counterpart"),
+            )?;
+            return Ok(None);
+        }
+    }))
 }
 
 /// OpenRouter's `reasoning_details`: `reasoning.text` (with an optional signature),
@@ -246,17 +339,24 @@ pub(crate) fn reasoning_details(v: &Value, path: &str) -> Result<Vec<Block>> {
 }
 
 /// An OpenAI reasoning effort: `none` is no reasoning; an effort Anthropic has no budget for is
-/// refused when the provider is Anthropic and passed on otherwise.
-pub(crate) fn effort(value: &str, param: &str, target: Format) -> Result<Reasoning> {
+/// dropped and named when the provider is Anthropic, and passed on otherwise.
+pub(crate) fn effort(
+    value: &str,
+    param: &str,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<Option<Reasoning>> {
     if value == "none" {
-        return Ok(Reasoning::Off);
+        return Ok(Some(Reasoning::Off));
     }
     if target == Format::Anthropic && !KNOWN_EFFORTS.contains(&value) {
-        return Err(TranslateError::unsupported(
+        drops.variant(
+            param,
             param,
             target,
             &format!("effort `{value}` has no thinking budget"),
-        ));
+        )?;
+        return Ok(None);
     }
-    Ok(Reasoning::Effort(value.to_owned()))
+    Ok(Some(Reasoning::Effort(value.to_owned())))
 }

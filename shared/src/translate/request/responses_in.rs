@@ -3,15 +3,17 @@
 //! `instructions` becomes a leading `System` turn. The `input` item list is folded into turns:
 //! reasoning items, assistant messages and `function_call` items that follow each other form one
 //! assistant turn; `function_call_output` items that follow each other form one turn of tool
-//! results. Anything that needs state kept at OpenAI (`previous_response_id`, `conversation`,
-//! item references, stored prompts, uploaded files) is refused, as are hosted tools.
+//! results; `custom_tool_call` items pair with their outputs the same way (the free-form input
+//! as `{"input": text}`). Anything that needs state kept at OpenAI (`previous_response_id`,
+//! `conversation`, item references, stored prompts, uploaded files), hosted tools and their
+//! call items have no counterpart: they are dropped and named under the parameter policy.
 
 use serde_json::Value;
 
 use super::parts::{effort, openai_content_parts, responses_tool, responses_tool_choice};
 use crate::sse::Format;
 use crate::translate::error::TranslateError;
-use crate::translate::ir::{Block, Message, Request, Role, ToolCall};
+use crate::translate::ir::{Block, Message, OutputFormat, Request, Role, ToolCall};
 use crate::translate::policy::{Drops, UNKNOWN};
 use crate::translate::reasoning_codec;
 use crate::translate::util::{
@@ -47,7 +49,7 @@ pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<
         }
         match key.as_str() {
             "model" => {}
-            "input" => req.messages = input(value, target)?,
+            "input" => req.messages = input(value, target, drops)?,
             "instructions" => instructions = Some(as_str(value, key)?.to_owned()),
             "max_output_tokens" => req.max_tokens = opt_u64(m, key, "")?,
             "temperature" => req.temperature = opt_num(m, key, "")?,
@@ -60,16 +62,16 @@ pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<
                     }
                 }
             }
-            "tool_choice" => req.tool_choice = Some(responses_tool_choice(value, target)?),
+            "tool_choice" => req.tool_choice = responses_tool_choice(value, target, drops)?,
             "parallel_tool_calls" => req.parallel_tool_calls = opt_bool(m, key, "")?,
             "user" => req.user = Some(as_str(value, key)?.to_owned()),
             "reasoning" => {
                 let r = as_obj(value, key)?;
                 if let Some(e) = opt_str(r, "effort", key)? {
-                    req.reasoning = Some(effort(e, "reasoning.effort", target)?);
+                    req.reasoning = effort(e, "reasoning.effort", target, drops)?;
                 }
             }
-            "text" => text_config(as_obj(value, key)?, target)?,
+            "text" => req.output_format = text_config(as_obj(value, key)?, target, drops)?,
             "top_logprobs" if value.as_u64() == Some(0) => {}
             // Read as the end user when `user` is absent, below.
             "safety_identifier" => {}
@@ -102,19 +104,39 @@ pub(crate) fn decode(body: &Value, target: Format, drops: &mut Drops) -> Result<
     Ok(req)
 }
 
-/// `text.format` must be plain text; `verbosity` is a style hint and is dropped.
-fn text_config(t: &Obj, target: Format) -> Result<()> {
-    match field(t, "format").map(|f| f.get("type").and_then(Value::as_str)) {
-        None | Some(Some("text")) => Ok(()),
-        Some(_) => Err(TranslateError::unsupported(
-            "text.format",
-            target,
-            "structured output has no counterpart",
-        )),
+/// `text.format`: `text` (the default), `json_schema` (structured output, carried) or
+/// `json_object` (carried to chat, dropped and named for Anthropic); `verbosity` is a style
+/// hint and is dropped.
+fn text_config(t: &Obj, target: Format, drops: &mut Drops) -> Result<Option<OutputFormat>> {
+    let Some(f) = field(t, "format") else {
+        return Ok(None);
+    };
+    let p = "text.format";
+    let f = as_obj(f, p)?;
+    match req_str(f, "type", p)? {
+        "text" => Ok(None),
+        "json_schema" => Ok(Some(OutputFormat::JsonSchema {
+            name: opt_str(f, "name", p)?.map(str::to_owned),
+            description: opt_str(f, "description", p)?.map(str::to_owned),
+            schema: field(f, "schema")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            strict: opt_bool(f, "strict", p)?,
+        })),
+        "json_object" if target != Format::Anthropic => Ok(Some(OutputFormat::JsonObject)),
+        other => {
+            drops.variant(
+                "text.format.type",
+                "text.format",
+                target,
+                &format!("`{other}` output has no counterpart"),
+            )?;
+            Ok(None)
+        }
     }
 }
 
-fn input(v: &Value, target: Format) -> Result<Vec<Message>> {
+fn input(v: &Value, target: Format, drops: &mut Drops) -> Result<Vec<Message>> {
     if let Some(s) = v.as_str() {
         return Ok(vec![Message {
             role: Role::User,
@@ -128,7 +150,7 @@ fn input(v: &Value, target: Format) -> Result<Vec<Message>> {
         let path = idx("input", i);
         let o = as_obj(item, &path)?;
         let (role, blocks, results) = match opt_str(o, "type", &path)?.unwrap_or("message") {
-            "message" => message(o, &path, target)?,
+            "message" => message(o, &path, target, drops)?,
             "function_call" => (
                 Role::Assistant,
                 vec![Block::ToolCall(ToolCall {
@@ -140,10 +162,22 @@ fn input(v: &Value, target: Format) -> Result<Vec<Message>> {
                 })],
                 false,
             ),
-            "function_call_output" => {
+            "custom_tool_call" => (
+                Role::Assistant,
+                vec![Block::ToolCall(ToolCall {
+                    id: req_str(o, "call_id", &path)?.to_owned(),
+                    name: req_str(o, "name", &path)?.to_owned(),
+                    arguments: serde_json::json!({
+                        "input": opt_str(o, "input", &path)?.unwrap_or_default()
+                    })
+                    .to_string(),
+                })],
+                false,
+            ),
+            "function_call_output" | "custom_tool_call_output" => {
                 let opath = join(&path, "output");
                 let content = match field(o, "output") {
-                    Some(out) => openai_content_parts(out, &opath, target)?,
+                    Some(out) => openai_content_parts(out, &opath, target, drops)?,
                     None => Vec::new(),
                 };
                 let id = req_str(o, "call_id", &path)?.to_owned();
@@ -159,12 +193,16 @@ fn input(v: &Value, target: Format) -> Result<Vec<Message>> {
                 reasoning_codec::from_item(o, &path)?,
                 false,
             ),
+            // Hosted tools' calls and outputs, MCP items, item references, compaction
+            // items: they need the state or the tools kept at OpenAI.
             other => {
-                return Err(TranslateError::unsupported(
-                    join(&path, "type"),
+                drops.variant(
+                    &join(&path, "type"),
+                    &format!("input[{other}]"),
                     target,
                     &format!("`{other}` items have no counterpart"),
-                ));
+                )?;
+                continue;
             }
         };
         match turns.last_mut() {
@@ -184,7 +222,12 @@ fn input(v: &Value, target: Format) -> Result<Vec<Message>> {
 }
 
 /// A message item: `role` user/assistant/system/developer, `content` a string or parts.
-fn message(o: &Obj, path: &str, target: Format) -> Result<(Role, Vec<Block>, bool)> {
+fn message(
+    o: &Obj,
+    path: &str,
+    target: Format,
+    drops: &mut Drops,
+) -> Result<(Role, Vec<Block>, bool)> {
     let role = match req_str(o, "role", path)? {
         "user" => Role::User,
         "assistant" => Role::Assistant,
@@ -197,7 +240,7 @@ fn message(o: &Obj, path: &str, target: Format) -> Result<(Role, Vec<Block>, boo
         }
     };
     let content = match field(o, "content") {
-        Some(c) => openai_content_parts(c, &join(path, "content"), target)?,
+        Some(c) => openai_content_parts(c, &join(path, "content"), target, drops)?,
         None => Vec::new(),
     };
     Ok((role, content, false))

@@ -8,6 +8,7 @@ mod props;
 mod reasoning;
 mod requests;
 mod streams;
+mod variants;
 
 use serde_json::Value;
 

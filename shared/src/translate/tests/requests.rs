@@ -5,7 +5,10 @@ use serde_json::{Value, json};
 
 use super::request;
 use crate::sse::Format;
-use crate::translate::{MaxTokensField, TranslateError, TranslateOptions, translate_request};
+use crate::translate::{
+    MaxTokensField, TranslateError, TranslateOptions, UnknownParams, translate_request,
+    translate_request_detailed,
+};
 
 const CHAT: Format = Format::OpenAiChat;
 const RESPONSES: Format = Format::OpenAiResponses;
@@ -26,29 +29,96 @@ fn chat_with(key: &str, value: Value) -> Value {
     body
 }
 
+/// Translates with the default (drop) policy; returns the body and the dropped names.
+fn dropped(client: Format, provider: Format, body: &Value) -> (Value, Vec<String>) {
+    let out = translate_request_detailed(client, provider, body, &TranslateOptions::default())
+        .unwrap_or_else(|e| panic!("{client:?} -> {provider:?} refused {body}: {e}"));
+    (out.body, out.dropped)
+}
+
+fn strict() -> TranslateOptions {
+    TranslateOptions {
+        unknown_params: UnknownParams::Refuse,
+        ..TranslateOptions::default()
+    }
+}
+
 #[test]
-fn chat_parameters_without_counterpart_are_refused_by_name() {
+fn chat_parameters_without_counterpart_are_dropped_and_named() {
     let table = [
         ("n", json!(3)),
         ("logprobs", json!(true)),
         ("top_logprobs", json!(5)),
         ("audio", json!({"voice": "alloy", "format": "wav"})),
         ("modalities", json!(["text", "audio"])),
-        ("response_format", json!({"type": "json_object"})),
         ("frequency_penalty", json!(0.5)),
         ("presence_penalty", json!(-1)),
         ("logit_bias", json!({"50256": -100})),
-        ("functions", json!([{"name": "f"}])),
         ("web_search_options", json!({})),
         ("no_such_parameter", json!(1)),
     ];
     for (key, value) in table {
-        let err = refusal(CHAT, ANTHROPIC, chat_with(key, value));
+        let body = chat_with(key, value);
+        let (out, names) = dropped(CHAT, ANTHROPIC, &body);
+        assert_eq!(names, vec![key.to_owned()], "{key}");
+        assert!(out.get(key).is_none(), "{key} leaked: {out}");
+        // Strict mode refuses the same field by name.
+        let err = translate_request(CHAT, ANTHROPIC, &body, &strict()).unwrap_err();
         assert_eq!(err.param(), Some(key), "{err}");
         assert_eq!(err.status(), 400);
         assert_eq!(err.code(), "unsupported_parameter");
-        assert!(err.to_string().contains(key), "{err}");
     }
+    // JSON mode has no Anthropic counterpart; to a chat provider it is carried.
+    let body = chat_with("response_format", json!({"type": "json_object"}));
+    let (out, names) = dropped(CHAT, ANTHROPIC, &body);
+    assert_eq!(names, vec!["response_format".to_owned()]);
+    assert!(out.get("output_config").is_none(), "{out}");
+}
+
+#[test]
+fn legacy_functions_are_read_as_tools() {
+    let mut body = chat_with(
+        "functions",
+        json!([{"name": "f", "description": "d", "parameters": {"type": "object"}}]),
+    );
+    body["function_call"] = json!({"name": "f"});
+    let (out, names) = dropped(CHAT, ANTHROPIC, &body);
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(
+        out["tools"],
+        json!([{"name": "f", "description": "d", "input_schema": {"type": "object"}}])
+    );
+    assert_eq!(out["tool_choice"], json!({"type": "tool", "name": "f"}));
+}
+
+#[test]
+fn structured_output_is_carried_between_all_formats() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    let chat = chat_with(
+        "response_format",
+        json!({"type": "json_schema", "json_schema": {"name": "n", "schema": schema, "strict": true}}),
+    );
+    let out = request(CHAT, ANTHROPIC, &chat);
+    assert_eq!(
+        out["output_config"],
+        json!({"format": {"type": "json_schema", "schema": schema}})
+    );
+    let anthropic = json!({
+        "model": "m", "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x"}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}},
+    });
+    let out = request(ANTHROPIC, CHAT, &anthropic);
+    assert_eq!(
+        out["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema}})
+    );
+    let responses = json!({
+        "model": "m", "input": "x",
+        "text": {"format": {"type": "json_object"}},
+    });
+    let out = request(RESPONSES, CHAT, &responses);
+    assert_eq!(out["response_format"], json!({"type": "json_object"}));
 }
 
 #[test]
@@ -75,7 +145,7 @@ fn neutral_values_and_hints_are_accepted() {
 }
 
 #[test]
-fn anthropic_and_responses_refusals_name_their_parameter() {
+fn anthropic_and_responses_fields_without_counterpart_are_dropped_and_named() {
     let anthropic = |key: &str, value: Value| {
         let mut body = json!({"model": "m", "max_tokens": 5, "messages": []});
         if let Some(o) = body.as_object_mut() {
@@ -84,10 +154,14 @@ fn anthropic_and_responses_refusals_name_their_parameter() {
         body
     };
     for key in ["top_k", "mcp_servers", "container", "bogus"] {
-        let err = refusal(ANTHROPIC, CHAT, anthropic(key, json!(1)));
+        let body = anthropic(key, json!(1));
+        let (out, names) = dropped(ANTHROPIC, CHAT, &body);
+        assert_eq!(names, vec![key.to_owned()]);
+        assert!(out.get(key).is_none(), "{out}");
+        let err = translate_request(ANTHROPIC, CHAT, &body, &strict()).unwrap_err();
         assert_eq!(err.param(), Some(key));
     }
-    // Server-side context editing is emulated (named), not refused: see docs/translation.md.
+    // Server-side context editing is emulated (named), not dropped: see docs/translation.md.
     let out = crate::translate::translate_request_detailed(
         ANTHROPIC,
         CHAT,
@@ -97,11 +171,19 @@ fn anthropic_and_responses_refusals_name_their_parameter() {
     .unwrap();
     assert!(out.dropped.is_empty(), "{:?}", out.dropped);
     assert_eq!(out.emulated, vec!["context_management".to_owned()]);
-    let err = refusal(
+    let (_, names) = dropped(
         ANTHROPIC,
         CHAT,
-        anthropic("thinking", json!({"type": "sometimes"})),
+        &anthropic("thinking", json!({"type": "between_tools"})),
     );
+    assert_eq!(names, vec!["thinking".to_owned()]);
+    let err = translate_request(
+        ANTHROPIC,
+        CHAT,
+        &anthropic("thinking", json!({"type": "sometimes"})),
+        &strict(),
+    )
+    .unwrap_err();
     assert_eq!(err.param(), Some("thinking.type"));
     let responses = |key: &str, value: Value| {
         let mut body = json!({"model": "m", "input": "x"});
@@ -116,14 +198,16 @@ fn anthropic_and_responses_refusals_name_their_parameter() {
         "prompt",
         "max_tool_calls",
     ] {
-        let err = refusal(RESPONSES, ANTHROPIC, responses(key, json!("x")));
-        assert_eq!(err.param(), Some(key));
+        let (out, names) = dropped(RESPONSES, ANTHROPIC, &responses(key, json!("x")));
+        assert_eq!(names, vec![key.to_owned()]);
+        assert!(out.get(key).is_none(), "{out}");
     }
-    let err = refusal(
-        RESPONSES,
-        CHAT,
-        responses("tool_choice", json!({"type": "file_search"})),
-    );
+    // A tool choice forcing a hosted tool the provider is not offered: the model chooses.
+    let body = responses("tool_choice", json!({"type": "file_search"}));
+    let (out, names) = dropped(RESPONSES, CHAT, &body);
+    assert_eq!(names, vec!["tool_choice[file_search]".to_owned()]);
+    assert!(out.get("tool_choice").is_none(), "{out}");
+    let err = translate_request(RESPONSES, CHAT, &body, &strict()).unwrap_err();
     assert_eq!(err.param(), Some("tool_choice.type"));
 }
 
@@ -141,7 +225,7 @@ fn malformed_requests_are_invalid_not_unsupported() {
     let err = refusal(
         ANTHROPIC,
         CHAT,
-        json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
+        json!({"model": "m", "messages": [{"content": "x"}]}),
     );
     assert_eq!(err.param(), Some("messages[0].role"));
 }
