@@ -104,12 +104,19 @@ fn judge(
         .get(provider.idx)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    if let Some(r) = failure
-        .status
-        .and_then(|s| restatement::restate(s, &failure.message, &failure.body, rules, retry_after))
-    {
-        status = r.status;
-        client_retry_after = r.retry_after_ms;
+    let mut operator_veto = false;
+    if let Some(s) = failure.status {
+        match restatement::restate(s, &failure.message, &failure.body, rules, retry_after) {
+            Some(r) => {
+                status = r.status;
+                client_retry_after = r.retry_after_ms;
+            }
+            // An exclude marker vetoes every reading of the body, not only the restatement.
+            None => {
+                operator_veto =
+                    restatement::vetoed(s, &failure.message, &failure.body, rules).is_some();
+            }
+        }
     }
     let hint = hints::upstream_hint(&headers, &failure.body, epoch);
     let settings = rt.settings.load();
@@ -137,6 +144,7 @@ fn judge(
         status,
         transport: failure.transport,
         error_text: &text,
+        body: &failure.body,
         structured: StructuredError {
             code: upstream_error.code.as_deref(),
             error_type: upstream_error.error_type.as_deref(),
@@ -151,6 +159,7 @@ fn judge(
         now_epoch_ms: epoch,
         is_combo,
         request_scoped: false,
+        operator_veto,
     });
 
     // The strategies' inputs: the quota windows the error stated, and the attempt itself

@@ -49,16 +49,19 @@ mod envelope;
 mod input;
 mod patterns;
 mod redact;
+pub mod structured;
 mod table;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_effects;
+#[cfg(test)]
+mod tests_structured;
 pub mod tool_limit;
 
 use std::fmt;
 
-pub use decide::{GENERIC_400_RULE, TOOL_LIMIT_RULE};
+pub use decide::{GENERIC_400_RULE, OPERATOR_VETO_RULE, TOOL_LIMIT_RULE};
 pub use envelope::{
     CONTEXT_LENGTH_EXCEEDED, ROUTE_NOT_FOUND, UpstreamErrorBody, client_code, in_band_status,
     in_band_status_of, parse_error_body,

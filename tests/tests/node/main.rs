@@ -26,6 +26,7 @@ mod egress_proxy;
 mod error_corpus_replay;
 mod error_effects_table;
 mod error_semantics;
+mod error_structure;
 mod error_wiring;
 mod errors;
 mod fusion_pipeline;
