@@ -263,9 +263,8 @@ pub fn precedence(signals: &Signals) -> Option<&'static Row> {
 /// The docs table of [`PRECEDENCE`]: what `docs/error-effects.md` shows between its
 /// `structure-table` markers.
 pub fn markdown_table() -> String {
-    let mut out = String::from(
-        "| # | family | structured fields | rule | effect |\n|---|---|---|---|---|\n",
-    );
+    let mut out =
+        String::from("| # | family | structured fields | rule | effect |\n|---|---|---|---|---|\n");
     for (i, r) in PRECEDENCE.iter().enumerate() {
         out.push_str(&format!(
             "| S{} | {} | {} | `{}` | {} |\n",
@@ -325,7 +324,9 @@ fn window_of(quota_id: &str) -> Option<QuotaWindow> {
 
 fn wider(a: Option<QuotaWindow>, b: Option<QuotaWindow>) -> Option<QuotaWindow> {
     match (a, b) {
-        (Some(QuotaWindow::PerDay), _) | (_, Some(QuotaWindow::PerDay)) => Some(QuotaWindow::PerDay),
+        (Some(QuotaWindow::PerDay), _) | (_, Some(QuotaWindow::PerDay)) => {
+            Some(QuotaWindow::PerDay)
+        }
         (x, None) => x,
         (None, y) => y,
         (x, _) => x,
@@ -455,7 +456,10 @@ mod tests {
             "openai",
         );
         assert_eq!(openai.family, Some(Family::OpenAi));
-        assert_eq!(precedence(&openai).map(|r| r.verdict), Some(Verdict::Credits));
+        assert_eq!(
+            precedence(&openai).map(|r| r.verdict),
+            Some(Verdict::Credits)
+        );
         let anthropic = read(
             r#"{"type":"error","error":{"type":"billing_error","message":"x"}}"#,
             "anthropic",
@@ -477,11 +481,20 @@ mod tests {
             r#"{"error":{"code":402,"message":"Insufficient credits"}}"#,
             "openrouter",
         );
-        assert_eq!(precedence(&or402).map(|r| r.verdict), Some(Verdict::Credits));
+        assert_eq!(
+            precedence(&or402).map(|r| r.verdict),
+            Some(Verdict::Credits)
+        );
         // vLLM's numeric code on another provider is no OpenRouter 402.
         let vllm = read(r#"{"error":{"code":402,"message":"x"}}"#, "vllm");
         assert!(precedence(&vllm).is_none());
-        for junk in ["", "not json", "[]", r#"{"error":"text"}"#, "{\"error\":{}}"] {
+        for junk in [
+            "",
+            "not json",
+            "[]",
+            r#"{"error":"text"}"#,
+            "{\"error\":{}}",
+        ] {
             assert!(precedence(&read(junk, "x")).is_none(), "{junk}");
         }
     }

@@ -167,3 +167,44 @@ fn the_precedence_table_in_the_docs_matches_the_code() {
          regenerate it with SWITCHYARD_REGENERATE_ERROR_TABLE=1"
     );
 }
+
+/// Credits messages in each provider's own words (the corpus entries cite them), on the
+/// statuses they come with: every one is terminal, none a 3 s cooldown retried forever.
+#[test]
+fn credits_messages_of_each_corpus_provider_are_terminal() {
+    for (provider, status, body) in [
+        (
+            "fireworks",
+            412,
+            r#"{"error":{"message":"Account pollinations is suspended, possibly due to reaching the monthly spending limit or failure to pay past invoices. Please go to https://fireworks.ai/account/billing for more information.","param":null,"code":"PRECONDITION_FAILED","type":"error"}}"#,
+        ),
+        (
+            "together",
+            429,
+            r#"{"error":{"message":"Credit limit exceeded. Please navigate to https://api.together.xyz/settings/billing to add credit or upgrade your plan.","type":"credit_limit","param":null,"code":null}}"#,
+        ),
+        (
+            "xai",
+            429,
+            r#"{"error":"Your team has either used all available credits or reached its monthly spending limit."}"#,
+        ),
+        (
+            "anthropic",
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}"#,
+        ),
+        (
+            "glm",
+            429,
+            r#"{"error":{"code":"1113","message":"余额不足或无可用资源包,请充值。"}}"#,
+        ),
+    ] {
+        let c = classify(&with_body(status, body, provider));
+        assert_eq!(
+            c.terminal,
+            TerminalSignal::CreditsExhausted,
+            "{provider}: {c:?}"
+        );
+        assert_eq!(c.cooldown, CooldownHint::None, "{provider}");
+    }
+}

@@ -54,7 +54,14 @@ fn hits(s: &Setup) -> u64 {
 async fn a_gemini_per_minute_429_is_back_in_rotation_after_its_retry_info_delay() {
     // An operator's own provider name: the body's structure decides, not the id.
     let config = prelude()
-        + &provider("ai-studio", "openai", "{URL}", &["gemini-2.5-flash"], "", "")
+        + &provider(
+            "ai-studio",
+            "openai",
+            "{URL}",
+            &["gemini-2.5-flash"],
+            "",
+            "",
+        )
         + &connection("ai-studio-k1", "ai-studio", "UP_G", "");
     let s = setup(config, &[("UP_G", KEY)]).await;
     s.mock
@@ -65,7 +72,10 @@ async fn a_gemini_per_minute_429_is_back_in_rotation_after_its_retry_info_delay(
         .unwrap();
     let model = "ai-studio/gemini-2.5-flash";
     let first = s.post("/v1/chat/completions", &chat(model, false)).await;
-    assert_eq!(first.status, 429, "a cooldown, not a terminal key: {first:#?}");
+    assert_eq!(
+        first.status, 429,
+        "a cooldown, not a terminal key: {first:#?}"
+    );
     assert_eq!(
         first.json()["error"]["code"],
         "connection_cooldown",
@@ -82,13 +92,17 @@ async fn a_gemini_per_minute_429_is_back_in_rotation_after_its_retry_info_delay(
         (r.status == 200).then_some(r)
     })
     .await;
-    assert!(back.is_some(), "the key came back after its RetryInfo delay");
+    assert!(
+        back.is_some(),
+        "the key came back after its RetryInfo delay"
+    );
     assert_eq!(hits(&s), 2, "one 429, then one success");
 }
 
 /// The `[[providers.status_restatement]]` block of the contract's example config, verbatim.
 fn contract_example_rule() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/switchyard.example.toml");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/switchyard.example.toml");
     let text = std::fs::read_to_string(&path).expect("the contract's example config");
     let start = text
         .find("[[providers.status_restatement]]")
@@ -98,7 +112,10 @@ fn contract_example_rule() -> String {
         .take_while(|l| !l.trim().is_empty())
         .collect();
     let block = block.join("\n");
-    assert!(block.contains("exclude_markers = [\"无权访问\"]"), "{block}");
+    assert!(
+        block.contains("exclude_markers = [\"无权访问\"]"),
+        "{block}"
+    );
     assert!(block.contains("text_markers = [\"额度不足\"]"), "{block}");
     format!("\n{block}\n")
 }
@@ -119,8 +136,12 @@ async fn the_contracts_exclude_marker_vetoes_every_reading_of_the_body() {
         &[("UP_GLM", "sk-veto-glm-0001"), ("UP_AR", "sk-veto-ar-0002")],
     )
     .await;
-    let body = json!({"error": {"message": "用户额度不足，无权访问该模型", "type": "new_api_error"}});
-    for (pid, key) in [("glm", "sk-veto-glm-0001"), ("agentrouter", "sk-veto-ar-0002")] {
+    let body =
+        json!({"error": {"message": "用户额度不足，无权访问该模型", "type": "new_api_error"}});
+    for (pid, key) in [
+        ("glm", "sk-veto-glm-0001"),
+        ("agentrouter", "sk-veto-ar-0002"),
+    ] {
         s.mock
             .script(FaultSpec {
                 body: Some(body.clone()),

@@ -25,6 +25,7 @@ mod egress_lock;
 mod egress_proxy;
 mod error_corpus_replay;
 mod error_effects_table;
+mod error_request_scoped;
 mod error_semantics;
 mod error_structure;
 mod error_wiring;
