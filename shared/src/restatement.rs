@@ -111,6 +111,11 @@ impl RestatementRule {
 
     /// Whether this rule restates `status` given the lower-cased error text.
     fn matches(&self, status: u16, lowered: &str) -> bool {
+        self.applies(status, lowered) && !self.excludes(lowered)
+    }
+
+    /// The status and a text marker match (before any exclude marker is looked at).
+    fn applies(&self, status: u16, lowered: &str) -> bool {
         // No text markers means "restate on status alone", as the config contract says.
         self.from_statuses.contains(&status)
             && (self.text_markers.is_empty()
@@ -118,10 +123,12 @@ impl RestatementRule {
                     .text_markers
                     .iter()
                     .any(|m| lowered.contains(m.as_str())))
-            && !self
-                .exclude_markers
-                .iter()
-                .any(|m| lowered.contains(m.as_str()))
+    }
+
+    fn excludes(&self, lowered: &str) -> bool {
+        self.exclude_markers
+            .iter()
+            .any(|m| lowered.contains(m.as_str()))
     }
 }
 
@@ -167,6 +174,29 @@ pub fn restate<'a>(
     })
 }
 
+/// The id of the first rule that would restate this response but for one of its exclude
+/// markers: the operator has said what the body is (`无权访问`, "no access", is a real
+/// permission error), so classification must not read it as anything else either, the
+/// built-in quota and credits texts included (RESILIENCE.md, third-round clarifications).
+/// `None` when no rule applies or a rule restates it.
+pub fn vetoed<'a>(
+    status: u16,
+    message: &str,
+    body: &str,
+    rules: &'a [RestatementRule],
+) -> Option<&'a str> {
+    if !rules.iter().any(|r| r.from_statuses.contains(&status)) {
+        return None;
+    }
+    let lowered = format!("{message} {body}").to_lowercase();
+    // The first rule that applies decides, as in [`restate`].
+    rules
+        .iter()
+        .find(|r| r.applies(status, &lowered))
+        .filter(|r| r.excludes(&lowered))
+        .map(|r| r.id.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +236,22 @@ mod tests {
             restate(403, "额度不足 / 无权访问模型", "", &rules, None),
             None
         );
+    }
+
+    #[test]
+    fn r2b_an_excluded_body_is_vetoed_for_classification_too() {
+        let rules = [quota_rule()];
+        let body = r#"{"error":{"message":"用户额度不足，无权访问该模型"}}"#;
+        assert_eq!(restate(403, "", body, &rules, None), None);
+        assert_eq!(
+            vetoed(403, "", body, &rules),
+            Some("example-quota-403"),
+            "the exclude marker vetoes every reading of the body"
+        );
+        // Not vetoed: a body the rule restates, one without its text marker, another status.
+        assert_eq!(vetoed(403, "", "用户额度不足", &rules), None);
+        assert_eq!(vetoed(403, "", "无权访问该模型", &rules), None);
+        assert_eq!(vetoed(500, "", body, &rules), None);
     }
 
     #[test]

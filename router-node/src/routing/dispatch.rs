@@ -202,6 +202,7 @@ pub(super) async fn route_resolved(
         Resolved::Direct(_) => (0, 0, None),
     };
     let mut rc = RequestCtx {
+        pending_blocks: Vec::new(),
         is_combo: combo.is_some(),
         max_attempts,
         target_timeout_ms,

@@ -104,12 +104,19 @@ fn judge(
         .get(provider.idx)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    if let Some(r) = failure
-        .status
-        .and_then(|s| restatement::restate(s, &failure.message, &failure.body, rules, retry_after))
-    {
-        status = r.status;
-        client_retry_after = r.retry_after_ms;
+    let mut operator_veto = false;
+    if let Some(s) = failure.status {
+        match restatement::restate(s, &failure.message, &failure.body, rules, retry_after) {
+            Some(r) => {
+                status = r.status;
+                client_retry_after = r.retry_after_ms;
+            }
+            // An exclude marker vetoes every reading of the body, not only the restatement.
+            None => {
+                operator_veto =
+                    restatement::vetoed(s, &failure.message, &failure.body, rules).is_some();
+            }
+        }
     }
     let hint = hints::upstream_hint(&headers, &failure.body, epoch);
     let settings = rt.settings.load();
@@ -137,6 +144,7 @@ fn judge(
         status,
         transport: failure.transport,
         error_text: &text,
+        body: &failure.body,
         structured: StructuredError {
             code: upstream_error.code.as_deref(),
             error_type: upstream_error.error_type.as_deref(),
@@ -151,6 +159,7 @@ fn judge(
         now_epoch_ms: epoch,
         is_combo,
         request_scoped: false,
+        operator_veto,
     });
 
     // The strategies' inputs: the quota windows the error stated, and the attempt itself
@@ -518,32 +527,32 @@ pub fn report_breaker(
 }
 
 /// The upstream's own error message from an error body in any provider envelope
-/// (`{"error":{"message"}}`, `{"error":"…"}`, `{"message"}`), at most 512 characters.
+/// (`{"error":{"message"}}`, `{"error":"…"}`, `{"message"}`, FastAPI's `{"detail"}`, Google's
+/// one-element array), at most 512 characters. A message that is not a string (Mistral's 422
+/// `"message":{"detail":[{"type","loc","msg"}]}`, a validation list) is passed on as compact
+/// JSON: the detail the client needs to fix its request, whatever its shape.
 fn upstream_error_message(body: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum ErrorField {
-        Object { message: Option<String> },
-        Text(String),
+    use serde_json::Value;
+    let value: Value = serde_json::from_str(body.trim()).ok()?;
+    let value = match &value {
+        Value::Array(items) => items.first()?,
+        other => other,
+    };
+    fn present(v: Option<&Value>) -> Option<&Value> {
+        v.filter(|v| !v.is_null())
     }
-    #[derive(serde::Deserialize)]
-    struct Envelope {
-        error: Option<ErrorField>,
-        message: Option<String>,
+    let found = match present(value.get("error")) {
+        Some(Value::Object(error)) => {
+            present(error.get("message")).or_else(|| present(error.get("detail")))
+        }
+        Some(other) => Some(other),
+        None => None,
     }
-    let text = match serde_json::from_str::<Envelope>(body.trim()) {
-        Ok(Envelope {
-            error: Some(ErrorField::Object { message: Some(m) }),
-            ..
-        }) => m,
-        Ok(Envelope {
-            error: Some(ErrorField::Text(m)),
-            ..
-        }) => m,
-        Ok(Envelope {
-            message: Some(m), ..
-        }) => m,
-        _ => return None,
+    .or_else(|| present(value.get("message")))
+    .or_else(|| present(value.get("detail")))?;
+    let text = match found {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).ok()?,
     };
     let text = text.trim();
     (!text.is_empty()).then(|| text.chars().take(512).collect())
@@ -576,6 +585,30 @@ mod tests {
             Some("nope")
         );
         assert_eq!(upstream_error_message("<html>502</html>"), None);
+        // Mistral's 422 (mistralai/client-python#91): the message is an object.
+        let mistral = upstream_error_message(
+            r#"{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","tools",0,"function","required"],"msg":"Extra inputs are not permitted","input":["content"]}]},"type":"invalid_request_error","param":null,"code":null}"#,
+        )
+        .expect("a message");
+        assert!(
+            mistral.contains("Extra inputs are not permitted"),
+            "{mistral}"
+        );
+        assert!(
+            mistral.contains(r#""loc":["body","tools",0,"function","required"]"#),
+            "{mistral}"
+        );
+        // FastAPI's `detail` list and an error message that is an array.
+        assert!(
+            upstream_error_message(
+                r#"{"detail":[{"loc":["body","model"],"msg":"Field required","type":"missing"}]}"#
+            )
+            .is_some_and(|m| m.contains("Field required"))
+        );
+        assert!(
+            upstream_error_message(r#"{"error":{"message":["a","b"],"code":"x"}}"#)
+                .is_some_and(|m| m == r#"["a","b"]"#)
+        );
         assert_eq!(
             upstream_error_message(r#"{"error":{"message":"  "}}"#),
             None

@@ -32,8 +32,40 @@ pub struct Eligibility {
     pub excluded: usize,
 }
 
+/// A block this request's own failure raised on a connection, in force for the request's
+/// next choice even before the connection's actor has applied it to the snapshot (the egress
+/// sibling lock, the failing connection's own cooldown or model lockout): RESILIENCE.md, "state
+/// raised by an attempt is in force for the same request's next choice".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingBlock {
+    pub conn: usize,
+    /// Node clock.
+    pub until: Millis,
+    pub scope: CoolingScope,
+    /// For a [`CoolingScope::Model`] block, the model it locks.
+    pub model: Option<Arc<str>>,
+    pub reason: FailureReason,
+}
+
+impl PendingBlock {
+    /// The remaining block on `conn` for `model`, if any.
+    fn remaining<'a>(
+        pending: &'a [Self],
+        conn: usize,
+        model: &str,
+        now: Millis,
+    ) -> Option<&'a Self> {
+        pending.iter().find(|b| {
+            b.conn == conn
+                && b.until > now
+                && (b.scope == CoolingScope::Connection || b.model.as_deref() == Some(model))
+        })
+    }
+}
+
 /// Filters `provider`'s connections for `model`. `leased`: the request holds an exclusive
-/// session lease, so connections reserved for leases are not left out.
+/// session lease, so connections reserved for leases are not left out. `pending`: blocks this
+/// request raised that a snapshot may not show yet.
 #[allow(clippy::too_many_arguments)]
 pub fn eligible(
     rt: &RoutingTable,
@@ -43,6 +75,7 @@ pub fn eligible(
     allowed: &[String],
     leased: bool,
     excluded: &[usize],
+    pending: &[PendingBlock],
     now: Millis,
 ) -> Eligibility {
     let mut out = Eligibility::default();
@@ -72,6 +105,20 @@ pub fn eligible(
             out.blocked.push(BlockedConnection {
                 connection: conn.id.to_string(),
                 block: ConnectionBlock::Terminal(status),
+            });
+            continue;
+        }
+        // A block this request raised wins over a snapshot that does not show it yet.
+        if let Some(b) = PendingBlock::remaining(pending, cidx, model, now)
+            && (b.scope == CoolingScope::Model || snap.cooldown_remaining(now) < b.until - now)
+        {
+            out.blocked.push(BlockedConnection {
+                connection: conn.id.to_string(),
+                block: ConnectionBlock::Cooling {
+                    remaining_ms: b.until - now,
+                    scope: b.scope,
+                    reason: b.reason,
+                },
             });
             continue;
         }

@@ -322,7 +322,7 @@ fn blocked_by_failures(
         .strip_prefix(record.provider.as_str())
         .and_then(|m| m.strip_prefix('/'))?;
     let now = rt.clock.now();
-    let elig = select::eligible(rt, provider, model, None, &[], false, &[], now);
+    let elig = select::eligible(rt, provider, model, None, &[], false, &[], &[], now);
     let by_failure = |id: &str| report.failure_blocks.iter().any(|b| b.connection == id);
     let found_blocked = |id: &str| elig.blocked.iter().any(|b| b.connection == id);
     // A connection that no failure of this pass blocked and that is not blocked already is

@@ -3,6 +3,7 @@
 //! and the breaker view.
 
 use super::patterns as p;
+use super::structured::{self, Signals, Verdict};
 use super::table::{self, Action, RuleContext};
 use super::{
     CONCURRENCY_COOLDOWN_MS, Classification, ClassifyInput, MatchedRule, SERVICE_COOLDOWN_MS,
@@ -24,6 +25,9 @@ pub const GENERIC_400_RULE: &str = "row17_generic_400";
 /// the provider's limit for the model is recorded.
 pub const TOOL_LIMIT_RULE: &str = "tool_limit_400";
 
+/// The rule of a body an operator's exclude marker vetoed: read by its status alone.
+pub const OPERATOR_VETO_RULE: &str = "operator_exclude_marker";
+
 /// Structured codes that mark a failure as about the request, not the provider.
 const REQUEST_SCOPED_CODES: [&str; 8] = [
     "context_length_exceeded",
@@ -39,9 +43,12 @@ const REQUEST_SCOPED_CODES: [&str; 8] = [
 /// Classifies an HTTP error response (no transport failure).
 pub(super) fn classify_status(input: &ClassifyInput<'_>) -> Classification {
     let lowered = bounded(input.error_text).to_lowercase();
+    let signals = structured::read(input.body, input.provider_id);
     let ctx = Ctx {
         input,
         t: &lowered,
+        signals: &signals,
+        structured: structured::precedence(&signals),
         quota_signals: input.status != 429
             || input.provider_id.is_empty()
             || input.category == ProviderCategory::Oauth
@@ -54,6 +61,9 @@ struct Ctx<'a> {
     input: &'a ClassifyInput<'a>,
     /// The error text, bounded and lower-cased.
     t: &'a str,
+    /// The body's documented fields, and the precedence row they match (read before text).
+    signals: &'a Signals,
+    structured: Option<&'static structured::Row>,
     /// The reference's `shouldUseQuotaSignal`: quota rows may run. False only for an API-key
     /// 429 whose text does not name a long-period cap (a plain rate limit).
     quota_signals: bool,
@@ -183,6 +193,66 @@ fn decide(c: &Ctx<'_>) -> Draft {
         };
     }
 
+    // An operator's exclude marker says what this body is: no built-in reading of its text
+    // (quota, credits, provider rules) applies. It is the status alone, relayed: no cooldown,
+    // no terminal state; a combo moves on.
+    if i.operator_veto {
+        let reason = if matches!(status, 401 | 403) {
+            AuthError
+        } else {
+            Unknown
+        };
+        return Draft {
+            scope: Some(LockScope::Connection),
+            ..Draft::new(OPERATOR_VETO_RULE, reason, CooldownHint::None)
+        };
+    }
+
+    // Structure before text: the fields the provider's API documents decide first.
+    let compatible = i.provider_id.starts_with("openai-compatible-")
+        || i.provider_id.starts_with("anthropic-compatible-");
+    if let Some(row) = c.structured {
+        match row.verdict {
+            Verdict::RateLimit => {
+                let hint = c
+                    .signals
+                    .retry_info_ms
+                    .or(i.upstream_hint_ms)
+                    .filter(|ms| i.use_upstream_retry_hints && *ms > 0)
+                    .map(|ms| ms.min(MAX_HINT_MS));
+                let cooldown = hint.map_or(CooldownHint::ScaledBackoff, CooldownHint::Upstream);
+                return Draft::new(row.id, RateLimitExceeded, cooldown);
+            }
+            Verdict::DailyQuota => {
+                let until_reset = hints::ms_until_utc_midnight(i.now_epoch_ms)
+                    .max(c.signals.retry_info_ms.unwrap_or(0))
+                    .min(MAX_HINT_MS);
+                return Draft {
+                    scope: Some(LockScope::Model),
+                    daily_quota: true,
+                    reset_hint_ms: Some(until_reset),
+                    rule_scope: true,
+                    ..Draft::new(row.id, QuotaExhausted, CooldownHint::Fixed(until_reset))
+                };
+            }
+            Verdict::Credits if !compatible => {
+                let evidence = Evidence {
+                    credits: true,
+                    ..Evidence::default()
+                };
+                return Draft {
+                    evidence,
+                    ..Draft::new(row.id, QuotaExhausted, CooldownHint::None)
+                };
+            }
+            Verdict::RequestScoped => return request_scoped_draft(row.id),
+            Verdict::Credits | Verdict::NotCredits => {}
+        }
+    }
+    let credits_text_allowed = !c
+        .structured
+        .is_some_and(|r| r.verdict == Verdict::NotCredits);
+
     // Row 3: the account is deactivated or suspended for good.
     if p::account_deactivated(t) {
         let evidence = Evidence {
@@ -237,9 +307,7 @@ fn decide(c: &Ctx<'_>) -> Draft {
 
     // Row 5: billing credits exhausted. `*-compatible-*` providers multiplex upstreams, so a
     // credits message there is about one model's backend, not the connection.
-    let compatible = i.provider_id.starts_with("openai-compatible-")
-        || i.provider_id.starts_with("anthropic-compatible-");
-    if c.quota_signals && p::credits_exhausted(t) && !compatible {
+    if c.quota_signals && credits_text_allowed && p::credits_exhausted(t) && !compatible {
         let evidence = Evidence {
             credits: true,
             ..Evidence::default()

@@ -58,6 +58,9 @@ pub struct ClassifyInput<'a> {
     pub transport: Option<TransportFailure>,
     /// The full error text: message and body.
     pub error_text: &'a str,
+    /// The upstream's raw error body, for the structured fields its provider documents
+    /// ([`super::structured`]); empty when there is none.
+    pub body: &'a str,
     pub structured: StructuredError<'a>,
     /// Upstream response headers (names match case-insensitively).
     pub headers: &'a [(&'a str, &'a str)],
@@ -78,6 +81,10 @@ pub struct ClassifyInput<'a> {
     /// The caller knows this failure is about the request, not the provider (context too
     /// long, empty upstream response, response validation failed).
     pub request_scoped: bool,
+    /// An operator's exclude marker (`status_restatement`'s `exclude_markers`) matched this
+    /// body: the operator says what it is, so no built-in reading of its text (quota,
+    /// credits, provider rules) may apply. See [`crate::restatement::vetoed`].
+    pub operator_veto: bool,
 }
 
 /// An operator classification rule (`[[providers.error_rules]]`): a status and a substring of

@@ -49,16 +49,19 @@ mod envelope;
 mod input;
 mod patterns;
 mod redact;
+pub mod structured;
 mod table;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_effects;
+#[cfg(test)]
+mod tests_structured;
 pub mod tool_limit;
 
 use std::fmt;
 
-pub use decide::{GENERIC_400_RULE, TOOL_LIMIT_RULE};
+pub use decide::{GENERIC_400_RULE, OPERATOR_VETO_RULE, TOOL_LIMIT_RULE};
 pub use envelope::{
     CONTEXT_LENGTH_EXCEEDED, ROUTE_NOT_FOUND, UpstreamErrorBody, client_code, in_band_status,
     in_band_status_of, parse_error_body,
@@ -143,11 +146,16 @@ pub struct Classification {
 }
 
 impl Classification {
-    /// A 400 that a combo answers by moving on to its next target without trying the
-    /// target's other connections (the same input reaches them), and that a direct request
-    /// answers with as it is.
+    /// A failure that stops the provider's other connections: a combo moves on to its next
+    /// target (or stops, when `should_fallback` is false: the attempt rules) without trying
+    /// the target's other connections, and a direct request answers with it as it is. Every
+    /// request-scoped failure is one (a 413, a 422, a request-invalid 400, an unknown route, a
+    /// context overflow …): the same input reaches the other connections and fails there too,
+    /// costing an upstream call each.
     pub fn next_target_only(&self) -> bool {
-        self.rule == MatchedRule::Builtin(GENERIC_400_RULE) || self.is_tool_limit()
+        self.request_scoped
+            || self.rule == MatchedRule::Builtin(GENERIC_400_RULE)
+            || self.is_tool_limit()
     }
 
     /// A 400 that says the request has too many tools ([`tool_limit`]).

@@ -139,6 +139,18 @@ pub(super) fn credits_exhausted(t: &str) -> bool {
             // GLM 1113: "余额不足或无可用资源包,请充值" (balance too low, top up).
             "余额不足",
             "欠费",
+            // Together's 402 `credit_limit`: "Credit limit exceeded. Please navigate to …
+            // billing to add credit" (corpus `together/credit-limit-exceeded`).
+            "credit limit exceeded",
+            // Fireworks' 412 PRECONDITION_FAILED: "Account … is suspended, possibly due to
+            // reaching the monthly spending limit or failure to pay past invoices" (corpus
+            // `fireworks/account-suspended-spending-limit-412`); xAI says "used all available
+            // credits or reached its monthly spending limit".
+            "monthly spending limit",
+            "failure to pay past invoices",
+            "used all available credits",
+            // OpenAI: "You have no credits remaining. Add credits to continue using the API".
+            "no credits remaining",
         ],
     )
 }

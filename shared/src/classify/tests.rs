@@ -1144,6 +1144,7 @@ proptest! {
             status,
             transport,
             error_text: &text,
+            body: &text,
             structured: StructuredError { code, error_type: code },
             headers: &headers,
             upstream_hint_ms: hint,
@@ -1155,6 +1156,7 @@ proptest! {
             now_epoch_ms: now,
             is_combo: flags[3],
             request_scoped: false,
+            operator_veto: false,
         };
         let c = classify(&input);
         if matches!(c.terminal, TerminalSignal::Banned | TerminalSignal::CreditsExhausted) {

@@ -19,6 +19,10 @@ const KEY_B: &str = "sk-egress-opencode-b-0002";
 const KEY_C: &str = "sk-egress-opencode-c-0003";
 
 async fn family(egress_lock: &str) -> Setup {
+    family_with(egress_lock, "").await
+}
+
+async fn family_with(egress_lock: &str, combos: &str) -> Setup {
     let config = prelude()
         + egress_lock
         + &provider("opencode", "openai", "{URL}", &["m"], "", "")
@@ -41,7 +45,8 @@ async fn family(egress_lock: &str) -> Setup {
             "opencode-cli",
             "UP_C",
             "egress = \"http://proxy-2:3128\"",
-        );
+        )
+        + combos;
     setup(config, &[("UP_A", KEY_A), ("UP_B", KEY_B), ("UP_C", KEY_C)]).await
 }
 
@@ -172,4 +177,39 @@ async fn a_401_never_spreads() {
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(remaining(&s.row("go-b").await), 0);
     assert_eq!(sibling_metric(&s).await.unwrap_or(0), 0);
+}
+
+/// The request whose own 429 locks the egress sibling never tries that sibling: the lock is
+/// in force for its next choice, not only once the sibling's actor has applied it. A combo
+/// over the three providers fails on `oc-a`, must skip `go-b` (same egress) and be served by
+/// `cli-c`; 20 times in a row, with every state cleared (and every message applied) between
+/// trials, so a late lock from one trial cannot hide the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_failing_request_never_tries_the_sibling_it_just_locked() {
+    let combo = "\n[[combos]]\nname = \"oc\"\nstrategy = \"priority\"\n\
+                 targets = [{ target = \"opencode/m\" }, { target = \"opencode-go/m\" }, \
+                 { target = \"opencode-cli/m\" }]\n";
+    let s = family_with("", combo).await;
+    for trial in 1..=20u64 {
+        s.mock.script(rate_429()).unwrap();
+        let r = s.post("/v1/chat/completions", &chat("oc", false)).await;
+        assert_eq!(r.status, 200, "trial {trial}: {r:#?}");
+        assert_eq!(r.connection(), "cli-c", "trial {trial}: {r:#?}");
+        assert_eq!(hits(&s, KEY_A), trial, "trial {trial}: oc-a took the 429");
+        assert_eq!(
+            hits(&s, KEY_B),
+            0,
+            "trial {trial}: go-b was tried although its egress sibling had just locked it"
+        );
+        // Every observation applied, then everything cleared for the next trial.
+        quiesce(&s.node, crate::error_semantics::MGMT_KEY).await;
+        let cleared = send(
+            s.http
+                .post(format!("{}/api/resilience/cooldowns", s.node.admin_url()))
+                .bearer_auth(crate::error_semantics::MGMT_KEY)
+                .json(&json!({"all": true})),
+        )
+        .await;
+        assert_eq!(cleared.status, 200, "{cleared:#?}");
+    }
 }

@@ -162,12 +162,13 @@ const TWO_PROVIDER_KEYS: [(&str, &str); 3] = [
 async fn context_overflow_changes_no_shared_state_and_keeps_the_providers_code() {
     let s = setup(two_providers(), &TWO_PROVIDER_KEYS).await;
 
-    // OpenAI-format provider, OpenAI client.
+    // OpenAI-format provider, OpenAI client. Once: a request-scoped error is not retried on
+    // the provider's other connection.
     s.mock
         .script(
             json_fault(400, OPENAI_CONTEXT)
                 .on_route(Route::ChatCompletions)
-                .times(2),
+                .times(1),
         )
         .unwrap();
     let r = s
@@ -224,12 +225,13 @@ async fn context_overflow_changes_no_shared_state_and_keeps_the_providers_code()
     assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
     assert_eq!(v["error"]["code"], "context_length_exceeded", "{v}");
 
-    // In a combo, a context overflow moves on (row 15) and still locks nothing.
+    // In a combo, a context overflow moves on (row 15) to the next target, without the
+    // target's other connection, and still locks nothing.
     s.mock
         .script(
             json_fault(400, OPENAI_CONTEXT)
                 .on_route(Route::ChatCompletions)
-                .times(2),
+                .times(1),
         )
         .unwrap();
     let r = s.post("/v1/chat/completions", &chat("both", false)).await;
@@ -266,7 +268,7 @@ async fn unknown_route_404_does_not_lock_the_model() {
             .script(
                 FaultSpec::raw(404, ct, body.as_bytes().to_vec())
                     .on_route(Route::Responses)
-                    .times(2),
+                    .times(1),
             )
             .unwrap();
         let r = s.post("/v1/responses", &responses).await;

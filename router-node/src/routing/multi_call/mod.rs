@@ -92,6 +92,7 @@ async fn call_target(
 ) -> CallEnd {
     let o = &combo.options;
     let mut rc = RequestCtx {
+        pending_blocks: Vec::new(),
         is_combo: true,
         max_attempts: o.max_attempts.max(1),
         target_timeout_ms: o.timeout_ms,

@@ -112,6 +112,7 @@ pub fn pick_connection(
         &req.allowed_connections(),
         req.lease.is_some(),
         &rc.excluded,
+        &rc.pending_blocks,
         now,
     );
     if elig.candidates.is_empty() {

@@ -119,6 +119,7 @@ pub async fn relocate(
             &others,
             true,
             &rc.excluded,
+            &rc.pending_blocks,
             now,
         )
         .candidates

@@ -69,6 +69,9 @@ pub struct RequestCtx {
     pub target_timeout_ms: Millis,
     /// Connections that failed or were saturated in this pass.
     pub excluded: Vec<usize>,
+    /// Blocks this request's own failures raised (the egress sibling lock, a cooldown, a
+    /// lockout), in force for its next choice before the actors publish them.
+    pub pending_blocks: Vec<crate::routing::select::PendingBlock>,
     /// The in-request exhaustion set: connections whose failure (401/403, a spent quota, a
     /// terminal state) holds for the rest of this request, across passes.
     pub exhausted: Vec<usize>,

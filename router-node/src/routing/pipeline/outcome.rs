@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
-use switchyard_shared::admission::ConnectionBlock;
+use switchyard_shared::admission::{ConnectionBlock, CoolingScope};
 use switchyard_shared::breaker::BreakerView;
 use switchyard_shared::classify::Classification;
 use switchyard_shared::cooldown::sibling;
-use switchyard_shared::outcome::FailureReason;
 use switchyard_shared::outcome::RetryClass;
+use switchyard_shared::outcome::{FailureReason, ProviderCategory};
 use switchyard_shared::strategy::stable_hash;
 
 use super::retry::FailedAttempt;
@@ -18,6 +18,7 @@ use crate::actors::ConnHandle;
 use crate::actors::{self, Admitted};
 use crate::routing::dispatch::{RouteRequest, Routed, RoutedBody};
 use crate::routing::report::{TargetSkip, UpstreamFailure};
+use crate::routing::select::PendingBlock;
 use crate::routing::{observe, terminal};
 use crate::runtime::RoutingTable;
 use crate::upstream::AttemptFailure;
@@ -103,7 +104,23 @@ pub async fn on_failure(
         rc.is_combo,
     );
     super::trace::judged(&judged);
-    spread_to_egress_siblings(rt, conn, &judged);
+    // What this failure blocks is in force for this request's next choice at once; the
+    // actors apply it to the snapshots (and the cluster) in their own time.
+    if let Some(ConnectionBlock::Cooling {
+        remaining_ms,
+        scope,
+        reason,
+    }) = judged.failure.block
+    {
+        rc.pending_blocks.push(PendingBlock {
+            conn: conn.idx,
+            until: rt.clock.now().saturating_add(remaining_ms),
+            scope,
+            model: Some(ctx.model.clone()),
+            reason,
+        });
+    }
+    spread_to_egress_siblings(rt, conn, &judged, &mut rc.pending_blocks);
     if let Some(session) = &req.session {
         rt.affinity.evict(ctx.provider.idx, session);
     }
@@ -135,8 +152,9 @@ pub async fn on_failure(
     rt.metrics.fallback(judged.classification.reason);
     ctx.fallback = true;
     if judged.classification.next_target_only() {
-        // A generic 400: the target's other connections would get the same input. The
-        // connection itself is fine: another model of its provider may take the request.
+        // A request-scoped error (413, 422, a request-invalid 400 …): the target's other
+        // connections would get the same input. The connection itself is fine: another
+        // target of a combo may take the request.
         return Next::Skip(TargetSkip::Failed);
     }
     rc.excluded.push(conn.idx);
@@ -148,7 +166,16 @@ pub async fn on_failure(
 /// bucket until the failing connection's own cooldown ends (each sibling's actor keeps a longer
 /// cooldown or a terminal state). Only the connection-level effect is spread: the siblings'
 /// actors publish it to the cluster like any local cooldown.
-fn spread_to_egress_siblings(rt: &RoutingTable, conn: &ConnHandle, judged: &observe::Judged) {
+///
+/// Each sibling the lock applies to (by the same pure policy its actor runs) is also added to
+/// the request's `pending` blocks, so this request's next choice never picks it while the
+/// actor's message is still on its way.
+fn spread_to_egress_siblings(
+    rt: &RoutingTable,
+    conn: &ConnHandle,
+    judged: &observe::Judged,
+    pending: &mut Vec<PendingBlock>,
+) {
     let c = &judged.classification;
     if !sibling::spreads(
         judged.failure.status,
@@ -172,8 +199,22 @@ fn spread_to_egress_siblings(rt: &RoutingTable, conn: &ConnHandle, judged: &obse
     let now = rt.clock.now();
     let until = now.saturating_add(remaining_ms);
     let mut sent = 0;
+    let settings = rt.settings.load();
     for idx in siblings {
         if let Some(handle) = rt.connections.get(idx) {
+            let category = rt
+                .provider(&handle.config.provider)
+                .map_or(ProviderCategory::Apikey, |p| p.config.category);
+            let params = settings.cooldown_params(category, handle.config.disable_cooling);
+            if sibling::sibling_lock(&handle.load().state, until, &params, now).is_some() {
+                pending.push(PendingBlock {
+                    conn: idx,
+                    until,
+                    scope: CoolingScope::Connection,
+                    model: None,
+                    reason: c.reason,
+                });
+            }
             let lock = actors::SiblingLock {
                 until,
                 reason: c.reason,

@@ -1,0 +1,210 @@
+//! Classification tests for "structure before text" and "the operator's rules win"
+//! (RESILIENCE.md, third-round clarifications): each provider family's documented error fields
+//! decide before any phrase, and an operator's exclude marker vetoes every built-in reading.
+
+use super::structured::{self, PRECEDENCE, Verdict};
+use super::tests::{UNTIL_MIDNIGHT, apikey, rule_id};
+use super::*;
+
+/// Google's free-tier per-minute 429 on the Gemini API, with its `QuotaFailure` and
+/// `RetryInfo` (quoted from RooCodeInc/Roo-Code#3883; the corpus entry
+/// `gemini/free-tier-per-minute-quota-failure` cites it).
+const GEMINI_PER_MINUTE: &str = r#"{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"250000"}]},{"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}"#;
+
+fn with_body<'a>(status: u16, body: &'a str, provider_id: &'a str) -> ClassifyInput<'a> {
+    ClassifyInput {
+        body,
+        provider_id,
+        ..apikey(status, body)
+    }
+}
+
+#[test]
+fn gemini_per_minute_quota_failure_is_a_cooldown_not_credits() {
+    // On any provider id: the Gemini API reached under an operator's own name, and `gemini`.
+    for provider in ["google-ai-studio", "gemini", "pg"] {
+        let c = classify(&with_body(429, GEMINI_PER_MINUTE, provider));
+        assert_eq!(c.terminal, TerminalSignal::None, "{provider}: {c:?}");
+        assert_eq!(c.reason, FailureReason::RateLimitExceeded, "{provider}");
+        assert_eq!(c.cooldown, CooldownHint::Upstream(26_000), "{provider}");
+        assert_eq!(rule_id(&c), "google_quota_failure_per_minute", "{provider}");
+        assert!(!c.request_scoped && c.should_fallback, "{provider}");
+    }
+    // With hints off (the OAuth default), the scaled backoff; still never terminal.
+    let c = classify(&ClassifyInput {
+        use_upstream_retry_hints: false,
+        ..with_body(429, GEMINI_PER_MINUTE, "pg")
+    });
+    assert_eq!(c.cooldown, CooldownHint::ScaledBackoff);
+    assert_eq!(c.terminal, TerminalSignal::None);
+}
+
+#[test]
+fn gemini_per_day_quota_failure_locks_the_model_until_the_daily_reset() {
+    let body = GEMINI_PER_MINUTE
+        .replace("PerModelPerMinute", "PerModelPerDay")
+        .replace("\"26s\"", "\"40s\"");
+    let c = classify(&with_body(429, &body, "pg"));
+    assert_eq!(rule_id(&c), "google_quota_failure_per_day");
+    assert_eq!(c.terminal, TerminalSignal::None);
+    assert_eq!(c.scope, LockScope::Model);
+    assert!(c.rule_scope && c.daily_quota);
+    assert_eq!(c.reason, FailureReason::QuotaExhausted);
+    // A short RetryInfo on a daily quota is not the reset: the lock lasts to midnight UTC.
+    assert_eq!(c.reset_hint_ms, Some(UNTIL_MIDNIGHT));
+    // A RetryInfo longer than that (Code Assist's "86399s") is the reset.
+    let long = body.replace("\"40s\"", "\"86399s\"");
+    let c = classify(&with_body(429, &long, "pg"));
+    assert_eq!(c.reset_hint_ms, Some(86_399_000));
+}
+
+#[test]
+fn google_resource_exhausted_without_a_window_is_never_credits() {
+    // No details at all (the OpenAI-compatible endpoint's array body), with OpenAI's
+    // credits sentence in the message.
+    let body = r#"[{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED"}}]"#;
+    let c = classify(&with_body(429, body, "pg"));
+    assert_eq!(c.terminal, TerminalSignal::None, "{c:?}");
+    assert_ne!(c.cooldown, CooldownHint::None);
+}
+
+#[test]
+fn openrouter_relayed_upstream_credits_text_is_not_this_keys_balance() {
+    let body = r#"{"error":{"code":429,"message":"Provider returned error","metadata":{"provider_name":"OpenAI","raw":"{\"error\":{\"message\":\"You exceeded your current quota\",\"code\":\"insufficient_quota\"}}"}}}"#;
+    let c = classify(&with_body(429, body, "openrouter"));
+    assert_eq!(c.terminal, TerminalSignal::None, "{c:?}");
+    assert_eq!(c.reason, FailureReason::RateLimitExceeded);
+    // OpenRouter's own 402 is this key's balance.
+    let c = classify(&with_body(
+        402,
+        r#"{"error":{"code":402,"message":"Insufficient credits. Add more using https://openrouter.ai/credits"}}"#,
+        "openrouter",
+    ));
+    assert_eq!(c.terminal, TerminalSignal::CreditsExhausted);
+    assert_eq!(rule_id(&c), "openrouter_402");
+}
+
+#[test]
+fn documented_credit_codes_decide_before_text() {
+    // OpenAI's `insufficient_quota` and Anthropic's `billing_error` say credits in words
+    // the text list does not hold.
+    let openai = r#"{"error":{"message":"Billing is not set up for this account.","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+    let c = classify(&with_body(429, openai, "openai"));
+    assert_eq!(c.terminal, TerminalSignal::CreditsExhausted);
+    assert_eq!(rule_id(&c), "openai_insufficient_quota");
+    let anthropic =
+        r#"{"type":"error","error":{"type":"billing_error","message":"Payment is needed."}}"#;
+    let c = classify(&with_body(402, anthropic, "anthropic"));
+    assert_eq!(c.terminal, TerminalSignal::CreditsExhausted);
+    assert_eq!(rule_id(&c), "anthropic_billing_error");
+    // Behind an `*-compatible-*` provider a credits code is one backend's, not the key's.
+    let c = classify(&with_body(429, openai, "openai-compatible-x"));
+    assert_eq!(c.terminal, TerminalSignal::None);
+}
+
+#[test]
+fn an_operator_exclude_marker_vetoes_the_builtin_quota_texts() {
+    let body = r#"{"error":{"message":"用户额度不足，无权访问该模型","type":"new_api_error"}}"#;
+    // Without the veto the built-in agentrouter rule reads 额度不足 as a spent quota.
+    let read = classify(&with_body(403, body, "agentrouter"));
+    assert_eq!(read.reason, FailureReason::QuotaExhausted);
+    for provider in ["agentrouter", "glm", "openai"] {
+        let c = classify(&ClassifyInput {
+            operator_veto: true,
+            ..with_body(403, body, provider)
+        });
+        assert_eq!(rule_id(&c), OPERATOR_VETO_RULE, "{provider}");
+        assert_eq!(c.cooldown, CooldownHint::None, "{provider}");
+        assert_eq!(c.terminal, TerminalSignal::None, "{provider}");
+        assert_eq!(c.reason, FailureReason::AuthError, "{provider}");
+        assert!(c.should_fallback);
+    }
+    // The operator's own error_rules still come first.
+    let rules = [ErrorRule::new(
+        403,
+        "无权访问",
+        LockScope::Model,
+        FailureReason::AuthError,
+        Some(60_000),
+    )];
+    let c = classify(&ClassifyInput {
+        operator_veto: true,
+        operator_rules: &rules,
+        ..with_body(403, body, "glm")
+    });
+    assert_eq!(c.rule, MatchedRule::Operator(0));
+}
+
+#[test]
+fn precedence_row_ids_are_unique() {
+    let mut ids: Vec<&str> = PRECEDENCE.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), PRECEDENCE.len());
+    assert!(PRECEDENCE.iter().any(|r| r.verdict == Verdict::NotCredits));
+}
+
+/// `docs/error-effects.md` shows the precedence table exactly as the code orders it. With
+/// `SWITCHYARD_REGENERATE_ERROR_TABLE=1` the section is rewritten from the code instead.
+#[test]
+fn the_precedence_table_in_the_docs_matches_the_code() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/error-effects.md");
+    let page = std::fs::read_to_string(path).expect("docs/error-effects.md");
+    let begin = "<!-- structure-table:begin -->\n";
+    let end = "<!-- structure-table:end -->";
+    let start = page.find(begin).expect("begin marker") + begin.len();
+    let stop = page.find(end).expect("end marker");
+    let generated = structured::markdown_table();
+    if std::env::var_os("SWITCHYARD_REGENERATE_ERROR_TABLE").is_some() {
+        let rewritten = format!("{}{generated}{}", &page[..start], &page[stop..]);
+        std::fs::write(path, rewritten).expect("rewrite the docs");
+        return;
+    }
+    assert_eq!(
+        &page[start..stop],
+        generated,
+        "docs/error-effects.md's structure table drifted from structured::PRECEDENCE; \
+         regenerate it with SWITCHYARD_REGENERATE_ERROR_TABLE=1"
+    );
+}
+
+/// Credits messages in each provider's own words (the corpus entries cite them), on the
+/// statuses they come with: every one is terminal, none a 3 s cooldown retried forever.
+#[test]
+fn credits_messages_of_each_corpus_provider_are_terminal() {
+    for (provider, status, body) in [
+        (
+            "fireworks",
+            412,
+            r#"{"error":{"message":"Account pollinations is suspended, possibly due to reaching the monthly spending limit or failure to pay past invoices. Please go to https://fireworks.ai/account/billing for more information.","param":null,"code":"PRECONDITION_FAILED","type":"error"}}"#,
+        ),
+        (
+            "together",
+            429,
+            r#"{"error":{"message":"Credit limit exceeded. Please navigate to https://api.together.xyz/settings/billing to add credit or upgrade your plan.","type":"credit_limit","param":null,"code":null}}"#,
+        ),
+        (
+            "xai",
+            429,
+            r#"{"error":"Your team has either used all available credits or reached its monthly spending limit."}"#,
+        ),
+        (
+            "anthropic",
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}"#,
+        ),
+        (
+            "glm",
+            429,
+            r#"{"error":{"code":"1113","message":"余额不足或无可用资源包,请充值。"}}"#,
+        ),
+    ] {
+        let c = classify(&with_body(status, body, provider));
+        assert_eq!(
+            c.terminal,
+            TerminalSignal::CreditsExhausted,
+            "{provider}: {c:?}"
+        );
+        assert_eq!(c.cooldown, CooldownHint::None, "{provider}");
+    }
+}
