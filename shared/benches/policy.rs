@@ -16,6 +16,11 @@
 //! chunks carrying OpenAI's per-chunk `obfuscation` padding (its repeat path), and
 //! `sse/stream inspector, 20 Responses deltas` for Responses text deltas with their counter
 //! and padding.
+//!
+//! `request_body/scan 4 KiB chat body` is the node's read of a client request (validation and
+//! the routing fields) over a typical 4 KiB chat completions body: a system prompt, a few
+//! turns with escapes, one tool with its JSON schema; `… with \\u escapes` is the same body
+//! as Python's `json.dumps` writes it (non-ASCII letters as `\\u` escapes).
 
 use std::hint::black_box;
 
@@ -28,6 +33,7 @@ use switchyard_shared::cooldown::{
     ConnEvent, ConnState, CooldownParams, FailureObservation, on_event,
 };
 use switchyard_shared::outcome::{CooldownHint, FailureReason, ProviderCategory, TerminalSignal};
+use switchyard_shared::request_body;
 use switchyard_shared::sse::{Format, SseItem, SseParser, StreamInspector, inspect_item};
 use switchyard_shared::strategy::{
     Candidate, QuotaView, SelectCtx, Strategy, StrategyState, order, pick, stable_hash,
@@ -333,6 +339,53 @@ fn inspector_bench(c: &mut Criterion, name: &str, format: Format, stream: &str) 
     });
 }
 
+/// A typical chat completions request of about 4 KiB (the shape of
+/// https://platform.openai.com/docs/api-reference/chat/create): a system prompt, six turns of
+/// prose with newlines and quotes, one function tool with its JSON schema, sampling numbers.
+/// `accent` is how a non-ASCII letter is written: raw UTF-8, or a `\u` escape.
+fn chat_body(accent: &str) -> String {
+    let mut messages = vec![format!(
+        r#"{{"role":"system","content":"You are a careful coding assistant. Answer in Markdown.\nKeep answers short; caf{accent} style.\n"}}"#
+    )];
+    let mut turn = 0;
+    while messages.iter().map(String::len).sum::<usize>() < 3_300 {
+        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        messages.push(format!(
+            r#"{{"role":"{role}","content":"Step {turn}: run \"cargo test -p switchyard-shared\" and read the output.\nThe r{accent}sum{accent} says 3 tests failed in request_body; the first is deep_nesting, the second is surrogates, the third is numbers. What should change first, and why?\n\n- keep the fast path\n- refuse what the full parse refuses\n"}}"#
+        ));
+        turn += 1;
+    }
+    let tool = r#"{"type":"function","function":{"name":"run_command","description":"Runs a shell command in the workspace and returns its output.","parameters":{"type":"object","properties":{"command":{"type":"string","description":"The command line"},"timeout_ms":{"type":"integer","minimum":1,"maximum":600000},"cwd":{"type":["string","null"]}},"required":["command"],"additionalProperties":false},"strict":true}}"#;
+    format!(
+        r#"{{"model":"openai/gpt-4o","messages":[{}],"tools":[{tool}],"tool_choice":"auto","temperature":0.2,"top_p":1,"max_completion_tokens":4096,"stream":true,"stream_options":{{"include_usage":true}},"metadata":{{"session_id":"sess-7f3a"}}}}"#,
+        messages.join(",")
+    )
+}
+
+fn request_body_scan(c: &mut Criterion) {
+    for (name, accent) in [
+        ("request_body/scan 4 KiB chat body", "\u{e9}"),
+        (
+            "request_body/scan 4 KiB chat body with \\u escapes",
+            "\\u00e9",
+        ),
+    ] {
+        let body = chat_body(accent);
+        assert!(
+            (3_800..4_400).contains(&body.len()),
+            "{name}: {} bytes",
+            body.len()
+        );
+        assert!(
+            request_body::scan(body.as_bytes()).is_ok(),
+            "{name}: {body}"
+        );
+        c.bench_function(name, |b| {
+            b.iter(|| request_body::scan(black_box(body.as_bytes())))
+        });
+    }
+}
+
 criterion_group!(
     benches,
     strategies,
@@ -345,6 +398,7 @@ criterion_group!(
     sse_markdown_stream,
     sse_whole_stream,
     sse_responses_stream,
-    sse_agent_stream
+    sse_agent_stream,
+    request_body_scan
 );
 criterion_main!(benches);

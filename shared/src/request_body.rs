@@ -6,9 +6,21 @@
 //! borrowed raw values (`serde_json::value::RawValue`), which validates the JSON, finds the few
 //! fields routing needs, and lets the body be re-emitted by splicing one value.
 //!
+//! Raw values are skipped without the checks serde_json's full parse makes (nesting depth,
+//! paired `\u` surrogates, numbers within `f64`'s range); `strict` adds them in one more pass
+//! without recursion, so the scan refuses exactly what `serde_json::from_slice::<Value>`
+//! refuses. `reference` is that full parse, and the tests and the fuzz suite hold the two to
+//! the same answers on any bytes.
+//!
 //! This lives here rather than in the node so it can be fuzzed and tested without an HTTP
 //! stack: it is a pure function of the bytes, and every failure is a [`BodyError`] with the
 //! `code` the client is told.
+
+#[doc(hidden)]
+pub mod reference;
+mod strict;
+#[cfg(test)]
+mod tests;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -57,64 +69,65 @@ impl BodyError {
 
 /// Validates the JSON body and extracts the routing fields.
 ///
-/// Nesting in fields routing does not read is skipped without recursion (serde_json's raw
-/// values), so a deeply nested document costs no stack.
+/// The body is refused exactly when serde_json's full parse would refuse it, without building
+/// the tree and without recursion, so a deeply nested document costs no stack. As in that
+/// parse, a key given twice means its last value.
 pub fn scan(raw: &[u8]) -> Result<BodyFields, BodyError> {
-    let top: TopLevel<'_> = serde_json::from_slice(raw).map_err(|e| {
+    let not_json = |why: &dyn fmt::Display| {
         BodyError::new(
             "invalid_json",
-            format!("Request body is not valid JSON: {e}"),
+            format!("Request body is not valid JSON: {why}"),
         )
-    })?;
+    };
+    let top: TopLevel<'_> = serde_json::from_slice(raw).map_err(|e| not_json(&e))?;
+    strict::check(raw).map_err(|r| not_json(&r.message()))?;
     let mut model = None;
-    let mut stream = false;
-    let mut background = false;
-    let mut background_span = None;
-    // Kept apart so the spec's order decides, not the client's key order:
-    // `metadata.session_id`, then `session_id`, then `prompt_cache_key`.
-    let mut meta_session = None;
+    let mut stream = None;
+    let mut background = None;
+    let mut metadata = None;
     let mut session = None;
     let mut cache_key = None;
     for (key, value) in &top.0 {
-        match key.as_ref() {
-            "model" => {
-                let m: String = serde_json::from_str(value.get())
-                    .map_err(|_| BodyError::new("invalid_model", "`model` must be a string"))?;
-                model = Some((m, span_of(raw, value)));
-            }
-            "stream" => stream = parse_bool(value, "stream")?,
-            "background" => {
-                background = parse_bool(value, "background")?;
-                background_span = background.then(|| span_of(raw, value));
-            }
-            "session_id" => session = string_value(value),
-            "prompt_cache_key" => cache_key = string_value(value),
-            "metadata" => {
-                if let Ok(meta) = serde_json::from_str::<Metadata<'_>>(value.get())
-                    && let Some(s) = meta.session_id
-                {
-                    meta_session = Some(s.into_owned());
-                }
-            }
-            _ => {}
-        }
+        let slot = match key.as_ref() {
+            "model" => &mut model,
+            "stream" => &mut stream,
+            "background" => &mut background,
+            "metadata" => &mut metadata,
+            "session_id" => &mut session,
+            "prompt_cache_key" => &mut cache_key,
+            _ => continue,
+        };
+        *slot = Some(*value);
     }
-    let Some((model, model_span)) = model else {
+    let Some(model_value) = model else {
         return Err(BodyError::new("missing_model", "`model` is required"));
     };
+    let model: String = serde_json::from_str(model_value.get())
+        .map_err(|_| BodyError::new("invalid_model", "`model` must be a string"))?;
     if model.is_empty() || model.len() > MAX_MODEL_LEN {
         return Err(BodyError::new(
             "invalid_model",
             format!("`model` must be 1 to {MAX_MODEL_LEN} characters"),
         ));
     }
+    let stream = stream.map_or(Ok(false), |v| parse_bool(v, "stream"))?;
+    let background_value = background;
+    let background = background.map_or(Ok(false), |v| parse_bool(v, "background"))?;
+    // The spec's order decides, not the client's key order: `metadata.session_id`, then
+    // `session_id`, then `prompt_cache_key`.
+    let session_key = metadata
+        .and_then(metadata_session)
+        .or_else(|| session.and_then(string_value))
+        .or_else(|| cache_key.and_then(string_value));
     Ok(BodyFields {
         model,
         stream,
         background,
-        session_key: meta_session.or(session).or(cache_key),
-        model_span,
-        background_span,
+        session_key,
+        model_span: span_of(raw, model_value),
+        background_span: background_value
+            .filter(|_| background)
+            .map(|v| span_of(raw, v)),
     })
 }
 
@@ -162,10 +175,11 @@ fn span_of(buf: &[u8], value: &RawValue) -> (usize, usize) {
     (start, start + value.get().len())
 }
 
-#[derive(Deserialize)]
-struct Metadata<'a> {
-    #[serde(borrow, default)]
-    session_id: Option<Cow<'a, str>>,
+/// `metadata.session_id` when `metadata` is an object and its (last) `session_id` a string.
+fn metadata_session(metadata: &RawValue) -> Option<String> {
+    let fields: TopLevel<'_> = serde_json::from_str(metadata.get()).ok()?;
+    let (_, value) = fields.0.iter().rev().find(|(k, _)| k == "session_id")?;
+    string_value(value)
 }
 
 /// The top-level JSON object as borrowed `(key, raw value)` pairs, in document order.
@@ -189,80 +203,5 @@ impl<'de> Deserialize<'de> for TopLevel<'de> {
             }
         }
         d.deserialize_map(V)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn code(s: &str) -> &'static str {
-        scan(s.as_bytes()).unwrap_err().code
-    }
-
-    #[test]
-    fn metadata_session_id_wins_whatever_the_key_order() {
-        for raw in [
-            r#"{"model":"m","metadata":{"session_id":"meta"},"session_id":"top","prompt_cache_key":"c"}"#,
-            r#"{"model":"m","prompt_cache_key":"c","session_id":"top","metadata":{"session_id":"meta"}}"#,
-        ] {
-            let f = scan(raw.as_bytes()).unwrap();
-            assert_eq!(f.session_key.as_deref(), Some("meta"), "{raw}");
-        }
-        let f = scan(br#"{"prompt_cache_key":"c","session_id":"top","model":"m"}"#).unwrap();
-        assert_eq!(f.session_key.as_deref(), Some("top"));
-    }
-
-    #[test]
-    fn extracts_routing_fields_and_splices_model() {
-        let raw = r#"{"messages":[{"role":"user","content":"hi"}], "model" : "openai/gpt-4o", "stream":true,"metadata":{"session_id":"s1"}}"#;
-        let f = scan(raw.as_bytes()).unwrap();
-        assert_eq!(f.model, "openai/gpt-4o");
-        assert!(f.stream);
-        assert_eq!(f.session_key.as_deref(), Some("s1"));
-        let out = splice(raw.as_bytes(), &f, "gpt-4o");
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["model"], "gpt-4o");
-        assert_eq!(v["messages"][0]["content"], "hi");
-    }
-
-    #[test]
-    fn errors_have_codes() {
-        assert_eq!(code("{"), "invalid_json");
-        assert_eq!(code("[1]"), "invalid_json");
-        assert_eq!(code(r#"{"x":1}"#), "missing_model");
-        assert_eq!(code(r#"{"model":1}"#), "invalid_model");
-        assert_eq!(code(r#"{"model":""}"#), "invalid_model");
-        assert_eq!(code(r#"{"model":"m","stream":"yes"}"#), "invalid_parameter");
-        assert_eq!(code("{\"model\":\"m\"}\u{0}"), "invalid_json");
-        assert_eq!(
-            scan(b"{\"model\":\"\xff\"}").unwrap_err().code,
-            "invalid_json"
-        );
-    }
-
-    #[test]
-    fn deep_nesting_costs_no_stack() {
-        let deep = format!(
-            "{{\"model\":\"m\",\"x\":{}{}}}",
-            "[".repeat(100_000),
-            "]".repeat(100_000)
-        );
-        assert_eq!(scan(deep.as_bytes()).unwrap().model, "m");
-        let unbalanced = format!("{{\"model\":\"m\",\"x\":{}}}", "[".repeat(100_000));
-        assert_eq!(code(&unbalanced), "invalid_json");
-    }
-
-    #[test]
-    fn duplicate_keys_splice_into_valid_json() {
-        // The last `model` wins; a `background: true` before a later `background: false` must
-        // not leave a stale span that would cut the document apart.
-        let raw = r#"{"background":true,"model":"a","background":false,"model":"b"}"#;
-        let f = scan(raw.as_bytes()).unwrap();
-        assert_eq!(f.model, "b");
-        assert!(!f.background);
-        let out = splice(raw.as_bytes(), &f, "up");
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["model"], "up");
     }
 }

@@ -134,14 +134,14 @@ mod tests {
             parse(r#"{"model":"m","stream":"yes"}"#).unwrap_err().code,
             "invalid_parameter"
         );
-        // Deep nesting in fields routing does not read is skipped without recursion (no stack
-        // risk) and forwarded as is; an unbalanced document is still invalid.
+        // Nesting past serde_json's limit is refused as its full parse refuses it, without
+        // recursion (no stack risk); an unbalanced document is invalid too.
         let deep = format!(
             "{{\"model\":\"m\",\"x\":{}{}}}",
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        assert_eq!(parse(&deep).unwrap().model, "m");
+        assert_eq!(parse(&deep).unwrap_err().code, "invalid_json");
         let unbalanced = format!("{{\"model\":\"m\",\"x\":{}}}", "[".repeat(100_000));
         assert_eq!(parse(&unbalanced).unwrap_err().code, "invalid_json");
         assert_eq!(
