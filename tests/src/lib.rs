@@ -20,6 +20,7 @@ pub mod coordinator_process;
 pub mod fault_proxy;
 pub mod harness;
 pub mod python;
+pub mod redis_cluster_replicas;
 pub mod redis_server;
 pub mod redis_topology;
 

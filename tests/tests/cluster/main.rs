@@ -26,6 +26,7 @@ mod permits_idle;
 mod probe;
 mod queue_pause;
 mod redis_cluster;
+mod redis_cluster_failover;
 mod sentinel;
 mod settings;
 mod supervision;
