@@ -55,7 +55,7 @@ pub struct RoutingTable {
     pub restatement: Vec<Vec<RestatementRule>>,
     pub error_rules: Vec<Vec<ErrorRule>>,
     pub affinity: Affinity,
-    /// The optional windowed provider cooldown (spec §1b); inert unless enabled.
+    /// The optional windowed provider cooldown (docs/policy.md, `provider_cooldown`); inert unless enabled.
     pub provider_cooldown: Mutex<ProviderCooldownTracker>,
     pub actor_stats: Arc<ActorStats>,
     /// The Prometheus registry and the request path's metric handles.

@@ -1,4 +1,4 @@
-//! Model lockout (spec §3): a failure that concerns one model (or its quota family) on one
+//! Model lockout (docs/policy.md, `lockout`): a failure that concerns one model (or its quota family) on one
 //! connection locks just that, so the connection keeps serving its other models.
 //!
 //! Pure policy over a [`LockoutTable`] owned by the connection's actor; time is passed in.
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::Millis;
 use crate::outcome::{CooldownHint, FailureReason, MAX_UPSTREAM_HINT_MS};
 
-/// Validation bounds of [`LockoutSettings`] (reference §1.7).
+/// Validation bounds of [`LockoutSettings`] (docs/policy.md, `lockout`).
 pub const BASE_COOLDOWN_RANGE_MS: (Millis, Millis) = (5_000, 600_000);
 pub const MAX_COOLDOWN_RANGE_MS: (Millis, Millis) = (5_000, 3_600_000);
 pub const MAX_BACKOFF_STEPS_LIMIT: u32 = 20;

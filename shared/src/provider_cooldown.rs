@@ -1,4 +1,4 @@
-//! Optional provider cooldown (spec §1b, off by default): memory kept across requests of
+//! Optional provider cooldown (docs/policy.md, `provider_cooldown`; off by default): memory kept across requests of
 //! providers that just failed, consulted when combo targets are resolved.
 //!
 //! Two kinds of entry, both pure and driven by a passed-in `now`:

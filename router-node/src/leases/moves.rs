@@ -1,4 +1,4 @@
-//! Moving a lease off a connection that became ineligible (spec §2c).
+//! Moving a lease off a connection that became ineligible (docs/leases.md, "the lease moves").
 //!
 //! Why: a lease pins an agent's session to one credential, but that credential can start
 //! answering 429s, cool down, be locked out for the model or turn terminal. Dropping the lease

@@ -1,4 +1,4 @@
-//! The last resorts after routing failed (the reference's §2.9), each one extra dispatch:
+//! The last resorts after routing failed (docs/router-node.md, "Last resorts"), each one extra dispatch:
 //!
 //! - a combo that ends in 502 or 503 gets one attempt on `[fallback] global_fallback_model`;
 //! - a direct request that ends with one of `[fallback.emergency] statuses` is retried once

@@ -1,6 +1,6 @@
 //! The readiness gate: the commit point of a streamed attempt.
 //!
-//! Chunks are held back until the first content frame (RESILIENCE.md §6). With stream
+//! Chunks are held back until the first content frame (docs/router-node.md, "The request path"). With stream
 //! recovery on ([`super::hold`]) the gate keeps holding after that frame until the hold
 //! releases; an end inside the hold that is not clean fails the attempt with
 //! [`AttemptFailure::truncated_in_hold`] set, and the held bytes are dropped unseen.

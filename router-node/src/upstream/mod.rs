@@ -1,7 +1,7 @@
 //! Talking to upstream providers: one attempt against one connection.
 //!
 //! [`attempt`] sends the client's (model-rewritten) request to a provider and reports one of
-//! three outcomes. The split is the **commit point** (RESILIENCE.md §6): until the client has
+//! three outcomes. The split is the **commit point** (docs/router-node.md, "The request path"): until the client has
 //! been sent a byte, any failure is an [`AttemptFailure`] the routing pipeline may fail over
 //! invisibly; once a stream is committed, failures are delivered in-band and never replayed.
 //!

@@ -1,5 +1,5 @@
 //! The composite concurrency gate: caps at four levels, always taken in the fixed order
-//! global → provider → connection → model (spec §4).
+//! global → provider → connection → model (docs/policy.md, `admission`).
 //!
 //! Why a fixed order: permits are acquired one level at a time and held while waiting at the
 //! next, so every request must climb the levels in the same order or two requests could each

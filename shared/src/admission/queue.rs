@@ -1,4 +1,4 @@
-//! Request-queue admission: one queue per provider+connection (spec §5).
+//! Request-queue admission: one queue per provider+connection (docs/policy.md, `admission`).
 //!
 //! Why: an API-key connection is throttled locally so a burst never reaches the upstream as a
 //! wall of 429s. The queue has two separate budgets, and mixing them up was a reference bug

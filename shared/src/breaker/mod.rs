@@ -1,4 +1,4 @@
-//! Provider circuit breaker (spec §1): one per provider, so a provider that keeps failing is
+//! Provider circuit breaker (docs/policy.md, `breaker`): one per provider, so a provider that keeps failing is
 //! skipped as a whole instead of burning every connection's cooldown.
 //!
 //! Four states — CLOSED, DEGRADED (warning band, traffic flows), OPEN (skipped) and HALF_OPEN

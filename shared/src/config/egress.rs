@@ -1,4 +1,4 @@
-//! `[egress_lock]`: the egress-bucketed sibling lock (reference §2.3), beyond the contract.
+//! `[egress_lock]`: the egress-bucketed sibling lock (docs/policy.md, `cooldown`), beyond the contract.
 //!
 //! Providers that bucket rate limits by the caller's IP (the opencode family) answer every
 //! connection behind one egress the same way: a quota or rate 429 on one of them cools the

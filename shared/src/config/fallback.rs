@@ -1,4 +1,4 @@
-//! `[fallback]`: the last resorts after routing failed (the reference's §2.9).
+//! `[fallback]`: the last resorts after routing failed (docs/router-node.md, "Last resorts").
 //!
 //! - `global_fallback_model`: a combo that ends in 502 or 503 gets one more attempt on this
 //!   `provider/model` (the reference's `settings.globalFallbackModel`);

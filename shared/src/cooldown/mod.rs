@@ -1,4 +1,4 @@
-//! Connection cooldown and terminal-state policy (RESILIENCE.md §2).
+//! Connection cooldown and terminal-state policy (docs/policy.md, `cooldown`).
 //!
 //! One pure state machine decides how a connection (one credential) cools down after failures,
 //! when it becomes terminal, and how it recovers. The node's `ConnectionActor` is its sole
@@ -66,7 +66,7 @@ pub struct CooldownParams {
 }
 
 impl CooldownParams {
-    /// The default profile of a provider category (reference §1.2).
+    /// The default profile of a provider category (docs/policy.md, `cooldown`).
     pub fn for_category(category: ProviderCategory) -> Self {
         let (base_cooldown_ms, max_backoff_steps, use_upstream_retry_hints) = match category {
             ProviderCategory::Oauth => (5_000, 8, false),

@@ -1,4 +1,4 @@
-//! The egress-bucketed sibling lock (reference §2.3, the opencode family).
+//! The egress-bucketed sibling lock (docs/policy.md, `cooldown`; the opencode family).
 //!
 //! Some providers bucket their rate limits by the caller's IP, not by the account: a quota or
 //! rate 429 on one connection says every other connection of the family that leaves through

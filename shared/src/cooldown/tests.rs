@@ -1,4 +1,4 @@
-//! Table tests mirroring RESILIENCE.md §2 and the reference's §2.2/§2.3 rows.
+//! Table tests mirroring the cooldown rows of docs/error-effects.md and docs/policy.md (`cooldown`).
 
 use super::*;
 use crate::outcome::{

@@ -22,7 +22,7 @@ use super::{
 ///   transient cooldown priced by the hint (see [`scaled_backoff`]).
 ///
 /// `Success` clears every error field, the cooldown and the streaks, and lowers the backoff
-/// level by one, unless it is stale ([`success_is_stale`]). The level is deliberately not reset when a cooldown lapses (RESILIENCE.md §2
+/// level by one, unless it is stale ([`success_is_stale`]). The level is deliberately not reset when a cooldown lapses (docs/policy.md, `cooldown`
 /// Decision): the reference's reset kept it retrying every few seconds against an exhausted
 /// quota. Decaying one step per success means a connection that fails again soon after
 /// recovering resumes close to where it was, while a healthy one returns to level 0 after a few

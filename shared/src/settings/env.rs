@@ -1,7 +1,7 @@
 //! The environment layer of the resilience settings.
 //!
 //! Containers are often configured through environment variables only, so a few settings can be
-//! set there (the names follow the resilience specification, §1b and §5). Reading the process
+//! set there (the names are listed in docs/policy.md, `settings`). Reading the process
 //! environment is I/O, so [`EnvLayer::from_lookup`] takes the lookup as a closure: production
 //! passes `std::env::var`, tests pass a map.
 //!

@@ -131,7 +131,7 @@ impl ResilienceSettings {
         profile
     }
 
-    /// The windowed provider cooldown (§1b) for every category; `local` gets the `apikey`
+    /// The windowed provider cooldown (docs/policy.md, `provider_cooldown`) for every category; `local` gets the `apikey`
     /// window.
     pub fn provider_cooldown(&self) -> provider_cooldown::ProviderCooldownParams {
         let ProviderCooldown {

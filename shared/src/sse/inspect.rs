@@ -4,7 +4,7 @@
 //! assistant text it carries, and any usage, finish reason or upstream error. The watchdogs,
 //! metrics and the attempt outcome are built on it.
 //!
-//! Rules (RESILIENCE.md §2, §6 and Clarifications):
+//! Rules (docs/router-node.md, "The request path", and docs/error-effects.md):
 //! - Anthropic `message_start`, `content_block_start`/`stop` and `ping` are not content.
 //! - Reasoning frames — Anthropic `thinking_delta` (even empty) and `signature_delta`,
 //!   Responses reasoning items and `response.reasoning*` events, chat `reasoning_content`,

@@ -1,4 +1,4 @@
-//! The throughput watchdog (RESILIENCE.md §6; reference §2.14), off by default.
+//! The throughput watchdog (docs/router-node.md, "The request path"), off by default.
 //!
 //! It judges tumbling windows of `window_ms` of useful assistant text bytes (UTF-8 of text
 //! deltas; usage-only and empty events carry none). The first window starts when text is

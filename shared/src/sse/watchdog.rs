@@ -1,4 +1,4 @@
-//! Stream watchdog policies (RESILIENCE.md §6), as pure state machines.
+//! Stream watchdog policies (docs/router-node.md, "The request path"), as pure state machines.
 //!
 //! The node drives each with its own clock: `on_*` for what happened, `poll(now)` when its
 //! timer fires, and `next_deadline(now)` to arm that single timer. Nothing here reads a clock.

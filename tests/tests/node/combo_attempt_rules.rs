@@ -1,4 +1,4 @@
-//! The combo attempt rules of the reference's §2.13 on the real node: a generic 400 moves a
+//! The combo attempt rules of docs/policy.md (`strategy`) on the real node: a generic 400 moves a
 //! combo on while a body-specific one stops it, a per-target timeout is answered as 524, a
 //! connection that failed in the request stays out of it (`request_exhaustion`), and every
 //! `skippedTargets[]` group carries its own `nextRetryAt`; three consecutive combo failures of a

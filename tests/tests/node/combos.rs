@@ -2,7 +2,7 @@
 //!
 //! Each strategy's choice is read from `x-switchyard-connection` (provider `pa` has connection
 //! `ca`, `pb` has `cb`, `pc` has `cc`, all on one mock upstream told apart by their keys).
-//! Then the combo terminal answers (RESILIENCE.md §4 and the reference's §5): failover on a
+//! Then the combo terminal answers (docs/error-effects.md and docs/policy.md, `strategy`): failover on a
 //! 503, `ALL_TARGETS_SKIPPED` with `skippedTargets`, `all_targets_cooling_down` for weighted
 //! pools, `no_executable_targets`, `max_attempts_exceeded`, and `rate_limit_error` when
 //! waiting is not allowed.

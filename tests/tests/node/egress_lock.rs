@@ -1,4 +1,4 @@
-//! The egress-bucketed sibling lock (reference §2.3), end to end: three providers of the
+//! The egress-bucketed sibling lock (docs/policy.md, `cooldown`), end to end: three providers of the
 //! opencode family, one connection each; `oc-a` and `go-b` leave through the same declared
 //! egress bucket, `cli-c` through another. A rate 429 on `oc-a` also cools `go-b` (never
 //! longer than `oc-a`'s own cooldown) and not `cli-c`; with `[egress_lock] enabled = false`

@@ -1,5 +1,5 @@
 //! Exclusive session leases when their connection goes bad, on a real node: the lease moves to
-//! another free eligible connection with the same generation (spec §2c), stays put when no
+//! another free eligible connection with the same generation (docs/leases.md, "the lease moves"), stays put when no
 //! connection is free, and a request whose lease is taken while it waits in a queue is refused
 //! at dispatch time without reaching the provider.
 

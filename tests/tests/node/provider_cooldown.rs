@@ -1,4 +1,4 @@
-//! The optional windowed provider cooldown (spec §1b) on the real node: off by default, and when
+//! The optional windowed provider cooldown (docs/policy.md, `provider_cooldown`) on the real node: off by default, and when
 //! enabled a provider with too many failures in its window is skipped without an attempt.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -1,7 +1,7 @@
 //! Stream watchdogs and stream commit, end to end: the real `switchyard-node` binary in front
 //! of an in-process mock upstream, over loopback sockets.
 //!
-//! What is proven here (RESILIENCE.md §6 and the early keep-alive rule):
+//! What is proven here (docs/router-node.md, "The request path", and the early keep-alive rule):
 //! - a readiness failure (timeout, pings only, EOF before content) fails over **before** the
 //!   stream is committed, so the client sees one clean stream from the second connection;
 //! - a failure **after** commit (in-band upstream error, reset, stall, too-slow throughput) is

@@ -207,7 +207,7 @@ impl ProviderHandle {
             provider: &self.id,
             connection,
             model,
-            // 429/403/402 lock the model's quota family (RESILIENCE.md §3).
+            // 429/403/402 lock the model's quota family (docs/policy.md, `lockout`).
             family: Some(switchyard_shared::lockout::quota_family(model)),
             per_model_quota: self.config.per_model_quota,
         }

@@ -1,5 +1,5 @@
-//! Combo strategies that make several upstream calls for one client request (the reference's
-//! §2.13): `fusion` ([`fusion`]: a parallel panel, then a judge's synthesis) and `pipeline`
+//! Combo strategies that make several upstream calls for one client request (docs/policy.md,
+//! `strategy`): `fusion` ([`fusion`]: a parallel panel, then a judge's synthesis) and `pipeline`
 //! ([`steps`]: the targets in sequence, each refining the previous answer).
 //!
 //! Why here and not in the strategy order: the other strategies only order targets for

@@ -166,7 +166,7 @@ pub async fn run_target(
                 continue;
             }
             // A leased connection that became ineligible: the lease moves, and the request
-            // with it (spec §2c).
+            // with it (docs/leases.md, "the lease moves").
             Step::Skip(skip) if fence::may_move(req, &skip) => {
                 if fence::relocate(rt, req, &ctx, rc, now).await? {
                     continue;

@@ -161,7 +161,7 @@ pub async fn on_failure(
     readmit(rt, ctx, was_probe).await
 }
 
-/// The egress-bucketed sibling lock (reference §2.3): a quota or rate 429 on a connection of
+/// The egress-bucketed sibling lock (docs/policy.md, `cooldown`): a quota or rate 429 on a connection of
 /// the `[egress_lock]` family cools the family's other connections of the same `egress`
 /// bucket until the failing connection's own cooldown ends (each sibling's actor keeps a longer
 /// cooldown or a terminal state). Only the connection-level effect is spread: the siblings'

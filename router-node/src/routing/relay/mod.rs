@@ -1,4 +1,4 @@
-//! The `context-relay` combo strategy (the reference's §2.13): when a session moves to another
+//! The `context-relay` combo strategy (docs/policy.md, `strategy`): when a session moves to another
 //! connection or target, the older part of its conversation travels as a summary.
 //!
 //! Why: a session that leaves its connection (cooling, failing, ineligible) lands on one that
