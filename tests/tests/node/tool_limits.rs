@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use switchyard_tests::mock_upstream::FaultSpec;
 
 use crate::error_semantics::{Setup, prelude, setup};
+use crate::support::{STATE_DEADLINE, eventually};
 use crate::support::http::*;
 
 const KEY_A: &str = "sk-tool-limits-a-0001";
@@ -168,9 +169,12 @@ async fn a_learned_tool_limit_ages_out_after_its_ttl() {
     assert_eq!(hits(&s, KEY_A), 1);
 
     // Past the TTL the limit is gone and the same request reaches the provider again.
-    tokio::time::sleep(std::time::Duration::from_millis(1_700)).await;
-    let v = s.admin("/api/resilience/tool-limits").await;
-    assert_eq!(v["items"], json!([]), "{v}");
+    let gone = eventually(STATE_DEADLINE, || async {
+        let v = s.admin("/api/resilience/tool-limits").await;
+        (v["items"] == json!([])).then_some(v)
+    })
+    .await;
+    assert!(gone.is_some(), "the learned limit outlived its 1.5 s TTL");
     let r = s.post("/v1/chat/completions", &direct_body(3)).await;
     assert_eq!(r.status, 200, "{r:#?}");
     assert_eq!(hits(&s, KEY_A), 2);
@@ -197,7 +201,12 @@ async fn a_success_above_the_learned_limit_drops_it() {
         let (http, url, body) = (s.http.clone(), s.node.client_url(), direct_body(5));
         tokio::spawn(async move { post(&http, &url, "/v1/chat/completions", &body).await })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // The slow request is at the provider before the second one is sent.
+    let in_flight = eventually(STATE_DEADLINE, || async {
+        (s.mock.stats().in_flight_by_key.get(KEY_A).copied() == Some(1)).then_some(())
+    })
+    .await;
+    assert!(in_flight.is_some(), "the slow request never reached the mock");
     let r = s.post("/v1/chat/completions", &direct_body(3)).await;
     assert_eq!(r.status, 400, "{r:#?}");
     let v = s.admin("/api/resilience/tool-limits").await;
