@@ -85,6 +85,27 @@ pub(super) fn lease_check(
     }
 }
 
+/// The cluster-wide caps held: the sampled upstream concurrency of each capped connection.
+pub(super) fn caps_check(samples: &[super::caps::CapSample]) -> Check {
+    let caps: Vec<(&str, u64)> = scenario::CAPPED
+        .iter()
+        .map(|c| (*c, scenario::CAP))
+        .collect();
+    let (violations, peaks) = super::caps::caps_held(samples, &caps);
+    let mut c = check_list(
+        "max_concurrent never exceeded across the nodes (upstream in flight, sampled every 100 ms)",
+        &violations,
+    );
+    c.detail = format!(
+        "{}; {} samples, peak in flight {peaks:?} (cap {})",
+        c.detail,
+        samples.len(),
+        scenario::CAP
+    );
+    c.passed &= !samples.is_empty();
+    c
+}
+
 pub(super) fn drained(ends: &[NodeEnd], mock_in_flight: u64) -> Check {
     let busy: Vec<String> = ends
         .iter()

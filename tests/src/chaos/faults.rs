@@ -8,6 +8,9 @@ use crate::mock_upstream::FaultSpec;
 
 use super::scenario::{self, CLIENT_MODELS};
 
+/// The connection [`Fault::RedisOom`] cools and an operator clears during the OOM.
+pub const OOM_CLEARED: &str = "b2";
+
 /// One fault of the schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fault {
@@ -41,6 +44,11 @@ pub enum Fault {
     /// Redis fails over: its replica is promoted and the old master SIGKILLed, so every node's
     /// connections drop and come back on the new master, which may have missed the last writes.
     RedisFailover,
+    /// Redis runs out of memory (`maxmemory` far below its use, `noeviction`): every write
+    /// answers `-OOM` while reads and `PING` still work. b2 cools (429, Retry-After 30 s) just
+    /// before, and an operator clears that cooldown during the OOM: the node must not report
+    /// the clear as done while Redis keeps the cooldown.
+    RedisOom,
     /// The coordinator is SIGKILLed and restarted.
     CoordinatorKill,
     /// c1 answers 402 (credits exhausted): it becomes terminal and must stay so.
@@ -50,7 +58,7 @@ pub enum Fault {
 impl Fault {
     /// The schedule's order. The terminal fault comes last so that a terminal connection does
     /// not shrink the pool the other faults act on.
-    pub const ALL: [Fault; 16] = [
+    pub const ALL: [Fault; 17] = [
         Fault::Baseline,
         Fault::LatencySpike,
         Fault::Burst503,
@@ -65,6 +73,7 @@ impl Fault {
         Fault::RedisStall,
         Fault::SubscriberKill,
         Fault::RedisFailover,
+        Fault::RedisOom,
         Fault::CoordinatorKill,
         Fault::Terminal402,
     ];
@@ -86,6 +95,7 @@ impl Fault {
             Fault::RedisStall => "Redis SIGSTOP 1.5 s",
             Fault::SubscriberKill => "CLIENT KILL of the nodes' subscribers",
             Fault::RedisFailover => "Redis failover to the replica (old master kill -9)",
+            Fault::RedisOom => "Redis OOM (maxmemory, noeviction) + an operator clear",
             Fault::CoordinatorKill => "coordinator kill + restart",
             Fault::Terminal402 => "402 credits exhausted (c1)",
         }
@@ -142,6 +152,12 @@ impl Fault {
                     reasoning_only: true,
                     ..FaultSpec::default()
                 },
+            )],
+            // Once per mock, so that the cooldown is in Redis before the OOM starts and the
+            // operator's clear is not undone by a fresh 429.
+            Fault::RedisOom => vec![on(
+                OOM_CLEARED,
+                FaultSpec::status(429).header("Retry-After", "30").times(1),
             )],
             Fault::Terminal402 => vec![on(
                 "c1",
@@ -227,7 +243,8 @@ mod tests {
         );
         assert_eq!(soak.len(), 19);
         assert_eq!(soak[13].fault, Fault::RedisFailover);
-        assert_eq!(soak[16].fault, Fault::Baseline, "the list cycles");
+        assert_eq!(soak[14].fault, Fault::RedisOom);
+        assert_eq!(soak[17].fault, Fault::Baseline, "the list cycles");
         assert!(schedule(Duration::from_secs(5), Duration::ZERO, Duration::ZERO).is_empty());
     }
 
@@ -241,6 +258,13 @@ mod tests {
         assert!(Fault::RedisStall.upstream_faults().is_empty());
         assert!(Fault::SubscriberKill.upstream_faults().is_empty());
         assert!(Fault::RedisFailover.upstream_faults().is_empty());
+        let oom = Fault::RedisOom.upstream_faults();
+        assert_eq!(oom.len(), 1);
+        assert_eq!(oom[0].times, Some(1), "one 429 per mock");
+        assert_eq!(
+            oom[0].matcher.api_key.as_deref(),
+            scenario::key_of(OOM_CLEARED)
+        );
         let slow = Fault::KillNode.upstream_faults();
         assert_eq!(slow.len(), 1);
         assert_eq!(slow[0].chunk_delay_ms, Some(150));

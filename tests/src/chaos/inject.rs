@@ -5,10 +5,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::faults::{Fault, Phase};
+use super::checks;
+use super::faults::{Fault, OOM_CLEARED, Phase};
 use super::invariants::{FaultWindows, Span};
 use super::load::Load;
 use super::observe::epoch_ms;
+use super::operator;
 use super::report::Check;
 use super::topology::{NODES, PARTITIONED_NODE, Topology};
 use crate::cluster::{cluster_degraded, metric_sum, metrics_text};
@@ -169,6 +171,7 @@ pub(super) async fn act(
                 detail,
             });
         }
+        Fault::RedisOom => redis_oom(topo, at, windows, checks).await?,
         Fault::CoordinatorKill => {
             topo.kill_coordinator();
             sleep_until(at(0.4)).await;
@@ -177,6 +180,84 @@ pub(super) async fn act(
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// [`Fault::RedisOom`]: the cooldown of [`OOM_CLEARED`] reaches Redis (its 429 is scripted for
+/// the phase), Redis goes out of memory, an operator clears that cooldown through node 0, and
+/// Redis gets its memory back. The operator's answer is judged against what Redis held right
+/// after it and after the heal.
+async fn redis_oom(
+    topo: &mut Topology,
+    at: impl Fn(f64) -> Instant,
+    windows: &mut FaultWindows,
+    checks: &mut Vec<Check>,
+) -> io::Result<()> {
+    let name = "Redis OOM: no operator write reported as done when it failed, none applied later";
+    let Some(store) = operator::reader(&topo.redis_url()) else {
+        checks.push(Check {
+            name: name.to_owned(),
+            passed: false,
+            detail: "no store to read Redis with".to_owned(),
+        });
+        return Ok(());
+    };
+    // The 429s are scripted for the phase; the load meets one within a few hundred ms.
+    let within = at(0.3).saturating_duration_since(Instant::now());
+    let before_ms = operator::wait_cooling(&store, OOM_CLEARED, within).await;
+    sleep_until(at(0.3)).await;
+    let from = epoch_ms();
+    topo.set_oom(true).await?;
+    sleep_until(at(0.45)).await;
+    let admin = topo.admins().first().map(|(_, a)| *a);
+    let mut op = match admin {
+        Some(admin) => operator::clear(admin, &store, OOM_CLEARED, before_ms).await,
+        None => operator::OperatorWrite {
+            at: epoch_ms(),
+            connection: OOM_CLEARED.to_owned(),
+            status: 0,
+            body: "node 0 down".to_owned(),
+            before_ms,
+            during_ms: None,
+            after_ms: None,
+            after_delay_ms: 0,
+        },
+    };
+    sleep_until(at(0.65)).await;
+    topo.set_oom(false).await?;
+    let back = epoch_ms();
+    for n in 0..NODES {
+        windows.blind.push((
+            n,
+            Span {
+                from,
+                to: back + RESYNC_MS,
+            },
+        ));
+    }
+    // Long enough after the heal for a queued write to have been replayed.
+    sleep_until(at(0.95)).await;
+    op.after_ms = operator::cooldown_left(&store, OOM_CLEARED).await;
+    op.after_delay_ms = epoch_ms().saturating_sub(op.at);
+    let violations = operator::operator_writes_honest(std::slice::from_ref(&op));
+    let mut check = checks::check_list(name, &violations);
+    check.detail = format!(
+        "{}; {OOM_CLEARED} cooling {before_ms} ms before, clear answered {} {} ({}), Redis then {:?} ms, {:?} ms after the heal",
+        check.detail,
+        op.status,
+        op.body.chars().take(120).collect::<String>(),
+        if op.reported_done() {
+            "done"
+        } else {
+            "not done"
+        },
+        op.during_ms,
+        op.after_ms
+    );
+    // The clear must have reached a node. A run where no 429 reached Redis before the OOM
+    // judges the clear on an empty record, which the detail shows (`cooling 0 ms before`).
+    check.passed &= op.status != 0;
+    checks.push(check);
     Ok(())
 }
 

@@ -14,6 +14,7 @@
 //! the long form is `switchyard-chaos --duration 10m`, a soak with a fault every 30 s that
 //! also reports each node's RSS and descriptor slope.
 
+pub mod caps;
 mod checks;
 pub mod faults;
 mod inject;
@@ -21,6 +22,7 @@ pub mod invariants;
 pub mod leases;
 pub mod load;
 pub mod observe;
+pub mod operator;
 pub mod report;
 pub mod scenario;
 pub mod topology;
@@ -56,10 +58,10 @@ pub struct Options {
 }
 
 impl Options {
-    /// The CI form: each of the 16 faults for 6.5 s, then 11 s of recovery (115 s).
+    /// The CI form: each of the 17 faults for 6.5 s, then 10.5 s of recovery (121 s).
     pub fn short() -> Self {
         Self {
-            duration: Duration::from_secs(115),
+            duration: Duration::from_secs(121),
             phase: Duration::from_millis(6_500),
             recovery: Duration::from_secs(10),
             rate: 150,
@@ -89,6 +91,9 @@ pub struct Report {
     pub trends: Vec<Trend>,
     pub markdown: String,
     pub requests: usize,
+    /// Every process's log (live nodes, the coordinator, killed processes), to explain a
+    /// broken invariant.
+    pub logs: Vec<String>,
 }
 
 impl Report {
@@ -126,6 +131,9 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
     let pids = Arc::new(Mutex::new(topo.node_pids()));
     let samples: Arc<Mutex<Vec<(Sample, u32)>>> = Arc::new(Mutex::new(Vec::new()));
     let sampler = spawn_sampler(Arc::clone(&pids), Arc::clone(&samples), started, opts);
+    let cap_samples = Arc::new(Mutex::new(Vec::new()));
+    let cap_sampler =
+        caps::spawn_sampler(topo.mocks.clone(), Arc::clone(&cap_samples), opts.duration);
 
     let schedule = faults::schedule(opts.duration, opts.phase, opts.recovery);
     let mut windows = FaultWindows::default();
@@ -160,6 +168,7 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
         lease_ops.extend(o.await.unwrap_or_default());
     }
     sampler.abort();
+    cap_sampler.abort();
 
     // Final state: every live node drains, then everything is read.
     let admins = topo.admins();
@@ -196,6 +205,8 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
     results.extend(checks::breaker_checks(&seen, &ends, &windows));
     results.extend(checks::terminal_checks(&seen, &ends, &windows));
     results.push(checks::lease_check(&lease_ops, &windows, &epoch_of));
+    let cap_samples = cap_samples.lock().map(|s| s.clone()).unwrap_or_default();
+    results.push(checks::caps_check(&cap_samples));
     results.extend(extra_checks);
     results.push(checks::secrets_check(&topo, &ends));
     results.push(checks::upstream_secrets_check(&topo));
@@ -229,6 +240,7 @@ pub async fn run(opts: &Options) -> io::Result<Report> {
         trends,
         markdown,
         requests: records.len(),
+        logs: topo.all_logs(),
     })
 }
 

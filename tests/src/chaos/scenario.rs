@@ -20,8 +20,11 @@ pub const CONNECTIONS: [(&str, &str, &str); 8] = [
     ("c1", "pc", "sk-chaos-c1-e6a4"),
 ];
 
-/// Connections with a cluster-wide `max_concurrent`.
+/// Connections with a cluster-wide `max_concurrent` of [`CAP`].
 pub const CAPPED: [&str; 2] = ["a2", "b0"];
+
+/// The `max_concurrent` of each [`CAPPED`] connection.
+pub const CAP: u64 = 12;
 
 /// The client API key every load request carries.
 pub const CLIENT_KEY: &str = "sk-chaos-client-8d2f61";
@@ -130,7 +133,7 @@ allowed_connections = ["a2"]
         ));
         // Two connections carry a cluster-wide cap, so the permit blocks are exercised.
         if CAPPED.contains(id) {
-            out.push_str("max_concurrent = 12\n");
+            out.push_str(&format!("max_concurrent = {CAP}\n"));
         }
     }
     for (name, targets) in [

@@ -11,6 +11,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::{MGMT_KEY, node_config, start_node};
@@ -52,7 +53,8 @@ pub struct Topology {
     pub front: FaultProxy,
     /// Node [`PARTITIONED_NODE`]'s path to the front proxy.
     pub redis_proxy: FaultProxy,
-    pub mocks: Vec<MockHandle>,
+    /// Shared with the cap sampler, which reads them while faults run.
+    pub mocks: Vec<Arc<MockHandle>>,
     /// `None` while a node is down (killed and not yet restarted).
     pub nodes: Vec<Option<NodeProcess>>,
     pub coordinator: Option<CoordinatorProcess>,
@@ -65,7 +67,7 @@ impl Topology {
     pub async fn start() -> io::Result<Self> {
         let mut mocks = Vec::with_capacity(NODES);
         for _ in 0..NODES {
-            mocks.push(
+            mocks.push(Arc::new(
                 MockUpstream::start(MockConfig {
                     models: vec![MODEL.to_owned()],
                     arrival_log: ARRIVAL_LOG,
@@ -76,9 +78,9 @@ impl Topology {
                     ..MockConfig::default()
                 })
                 .await?,
-            );
+            ));
         }
-        let bases: Vec<String> = mocks.iter().map(MockHandle::base_url).collect();
+        let bases: Vec<String> = mocks.iter().map(|m| m.base_url()).collect();
         let started = tokio::task::spawn_blocking(move || -> io::Result<_> {
             let redis = RedisServer::start_with(&REDIS_ARGS)?;
             let replica = RedisServer::start_replica_of(redis.port, &REDIS_ARGS)?;
@@ -200,6 +202,31 @@ impl Topology {
             self.replica = Some(RedisServer::start_replica_of(self.redis.port, &REDIS_ARGS)?);
             Ok(())
         })
+    }
+
+    /// Puts the master out of memory (`maxmemory` of 1 byte, `noeviction`: every write answers
+    /// `-OOM`, reads and `PING` still work), or gives its memory back (no limit, and
+    /// `noeviction`, the default policy it runs with).
+    pub async fn set_oom(&self, oom: bool) -> io::Result<()> {
+        let port = self.redis.port;
+        tokio::task::spawn_blocking(move || -> io::Result<()> {
+            let settings: [(&str, &str); 2] = if oom {
+                [("maxmemory-policy", "noeviction"), ("maxmemory", "1")]
+            } else {
+                [("maxmemory", "0"), ("maxmemory-policy", "noeviction")]
+            };
+            for (name, value) in settings {
+                let out = cli(port, &["CONFIG", "SET", name, value])?;
+                if out.trim() != "OK" {
+                    return Err(io::Error::other(format!(
+                        "CONFIG SET {name} {value} on {port}: {out}"
+                    )));
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(io::Error::other)?
     }
 
     /// Kills every client of Redis that has subscribed to a channel (`sub=` above 0 in
