@@ -1,8 +1,9 @@
 //! Translation settings: the `[translation]` table and the per-provider `responses_api` key.
 //!
 //! Both decide what happens when a client's format and a provider's format differ (see
-//! `docs/translation.md`): whether request fields a provider format cannot express are dropped (and named) or refused, and
-//! whether an `openai`-format provider is sent the Responses API as is or Chat Completions.
+//! `docs/translation.md`): whether request fields a provider format cannot express are dropped
+//! (and named) or refused, and whether an `openai`-format provider is sent the Responses API
+//! as is or Chat Completions.
 
 use serde::{Deserialize, Serialize};
 

@@ -51,6 +51,7 @@ mod resilience {
     mod replies;
 }
 mod retry_info;
+mod schema_acceptance;
 mod sdk_compat;
 mod strategy_inputs;
 mod stream_recovery;

@@ -146,10 +146,19 @@ fn input(v: &Value, target: Format, drops: &mut Drops) -> Result<Vec<Message>> {
     let mut turns: Vec<Message> = Vec::new();
     // Whether the last turn is a run of tool results that later results may join.
     let mut results_open = false;
+    // Calls not yet answered, oldest first: an output without a `call_id` (the API allows
+    // one) answers the oldest.
+    let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     for (i, item) in as_arr(v, "input")?.iter().enumerate() {
         let path = idx("input", i);
         let o = as_obj(item, &path)?;
-        let (role, blocks, results) = match opt_str(o, "type", &path)?.unwrap_or("message") {
+        // `type` may be left out of a message (it has a `role`) and of an item reference.
+        let kind = match opt_str(o, "type", &path)? {
+            Some(kind) => kind,
+            None if o.contains_key("role") => "message",
+            None => "item_reference",
+        };
+        let (role, blocks, results) = match kind {
             "message" => message(o, &path, target, drops)?,
             "function_call" => (
                 Role::Assistant,
@@ -180,7 +189,25 @@ fn input(v: &Value, target: Format, drops: &mut Drops) -> Result<Vec<Message>> {
                     Some(out) => openai_content_parts(out, &opath, target, drops)?,
                     None => Vec::new(),
                 };
-                let id = req_str(o, "call_id", &path)?.to_owned();
+                let id = match opt_str(o, "call_id", &path)? {
+                    Some(id) => {
+                        pending.retain(|p| p != id);
+                        id.to_owned()
+                    }
+                    None => match pending.pop_front() {
+                        Some(id) => id,
+                        None => {
+                            // Nothing to answer: a result without its call cannot be sent.
+                            drops.variant(
+                                &join(&path, "call_id"),
+                                "input[function_call_output]",
+                                target,
+                                "an output without a call has no counterpart",
+                            )?;
+                            continue;
+                        }
+                    },
+                };
                 let result = Block::ToolResult {
                     id,
                     content,
@@ -205,6 +232,11 @@ fn input(v: &Value, target: Format, drops: &mut Drops) -> Result<Vec<Message>> {
                 continue;
             }
         };
+        for b in &blocks {
+            if let Block::ToolCall(c) = b {
+                pending.push_back(c.id.clone());
+            }
+        }
         match turns.last_mut() {
             Some(last)
                 if last.role == role && (role == Role::Assistant || (results && results_open)) =>

@@ -230,3 +230,44 @@ fn responses_items_without_counterpart_are_dropped_and_custom_calls_pair() {
     );
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], json!("c1"));
 }
+
+#[test]
+fn a_responses_output_without_call_id_answers_the_oldest_open_call() {
+    // `call_id` is optional on `FunctionCallOutput` (openai 3.63.0,
+    // `openai/types/responses/response_input_item_param.py`).
+    let body = json!({"model": "m", "input": [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "two"},
+        {"type": "function_call_output", "output": "one"},
+        {"type": "function_call_output", "output": "orphan"}
+    ]});
+    let out = translate(RESPONSES, CHAT, &body);
+    let tools: Vec<(&str, &str)> = out.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tools, [("c2", "two"), ("c1", "one")]);
+    assert_eq!(out.dropped, ["input[function_call_output]"]);
+}
+
+#[test]
+fn an_untyped_item_without_a_role_is_an_item_reference() {
+    // `ItemReference.type` is optional (openai 3.63.0, `response_input_item_param.py`).
+    let body = json!({"model": "m", "input": [{"id": "msg_1"}, {"role": "user", "content": "x"}]});
+    let out = translate(RESPONSES, ANTHROPIC, &body);
+    assert_eq!(out.dropped, ["input[item_reference]"]);
+    assert_eq!(
+        out.body["messages"],
+        json!([{"role": "user", "content": "x"}])
+    );
+}
