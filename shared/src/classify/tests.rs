@@ -409,7 +409,9 @@ fn row17_other_400_is_returned_to_the_client() {
     ] {
         let c = classify(&apikey(400, text));
         assert_eq!(rule_id(&c), "row17_client_error_400", "{text}");
-        assert!(!c.should_fallback && !c.next_target_only(), "{text}");
+        // It stops the combo, and like every request-scoped error the provider's other
+        // connections.
+        assert!(!c.should_fallback && c.next_target_only(), "{text}");
     }
 }
 

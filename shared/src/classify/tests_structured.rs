@@ -208,3 +208,70 @@ fn credits_messages_of_each_corpus_provider_are_terminal() {
         assert_eq!(c.cooldown, CooldownHint::None, "{provider}");
     }
 }
+
+/// Every `google.rpc.Code` (googleapis/googleapis `google/rpc/code.proto`, OK excepted) in
+/// Google's error envelope, with the HTTP status the code maps to there: each is read as
+/// Google's, and only `RESOURCE_EXHAUSTED` takes the `QuotaFailure` rows (per minute →
+/// cooldown, per day → the model's daily lockout, no window → the text rows with credits off),
+/// so no variant of it is ever credits_exhausted, whatever its message says.
+#[test]
+fn every_google_rpc_code_is_read_by_its_structure() {
+    const CODES: [(&str, u16); 16] = [
+        ("CANCELLED", 499),
+        ("UNKNOWN", 500),
+        ("INVALID_ARGUMENT", 400),
+        ("DEADLINE_EXCEEDED", 504),
+        ("NOT_FOUND", 404),
+        ("ALREADY_EXISTS", 409),
+        ("PERMISSION_DENIED", 403),
+        ("RESOURCE_EXHAUSTED", 429),
+        ("FAILED_PRECONDITION", 400),
+        ("ABORTED", 409),
+        ("OUT_OF_RANGE", 400),
+        ("UNIMPLEMENTED", 501),
+        ("INTERNAL", 500),
+        ("UNAVAILABLE", 503),
+        ("DATA_LOSS", 500),
+        ("UNAUTHENTICATED", 401),
+    ];
+    let message = "You exceeded your current quota, please check your plan and billing details.";
+    for (name, http) in CODES {
+        for (variant, details) in [
+            ("no details", String::new()),
+            (
+                "per minute",
+                r#","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"7s"}]"#.to_owned(),
+            ),
+            (
+                "per day",
+                r#","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]"#.to_owned(),
+            ),
+        ] {
+            let body = format!(
+                r#"{{"error":{{"code":{http},"message":"{message}","status":"{name}"{details}}}}}"#
+            );
+            let signals = structured::read(&body, "any-google");
+            assert_eq!(signals.family, Some(structured::Family::Google), "{name} {variant}");
+            let c = classify(&with_body(http, &body, "any-google"));
+            let what = format!("{name} ({http}) {variant}: {c:?}");
+            let row = structured::precedence(&signals).map(|r| r.id);
+            match (name, variant) {
+                ("RESOURCE_EXHAUSTED", "per minute") => {
+                    assert_eq!(row, Some("google_quota_failure_per_minute"), "{what}");
+                    assert_eq!(c.cooldown, CooldownHint::Upstream(7_000), "{what}");
+                }
+                ("RESOURCE_EXHAUSTED", "per day") => {
+                    assert_eq!(row, Some("google_quota_failure_per_day"), "{what}");
+                    assert_eq!(c.scope, LockScope::Model, "{what}");
+                }
+                ("RESOURCE_EXHAUSTED", _) => {
+                    assert_eq!(row, Some("google_resource_exhausted"), "{what}");
+                }
+                _ => assert_eq!(row, None, "{what}"),
+            }
+            if name == "RESOURCE_EXHAUSTED" {
+                assert_ne!(c.terminal, TerminalSignal::CreditsExhausted, "{what}");
+            }
+        }
+    }
+}
