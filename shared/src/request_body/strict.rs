@@ -7,10 +7,13 @@
 //! body only the upstream's parser would catch costs an attempt and, as a 5xx, the breaker),
 //! so this walk adds those three checks over the bytes the raw scan already accepted.
 //!
-//! The walk is one pass without recursion. Because the document is already known to be valid
-//! JSON, it only has to tell strings from structure: string interiors are jumped with `memchr`,
-//! and only a `\u` escape, a bracket or a number that could overflow costs more than that. A
-//! suspect number is handed to serde_json itself, so the overflow boundary is serde_json's own.
+//! A first pass, without branches, counts the signs that anything could be wrong (brackets,
+//! digits, `\u`, a digit before `e`); a typical body ends there. Where a sign shows, the exact
+//! checks run without recursion. Because the document is already known to be valid JSON,
+//! `\u` escapes are found where they stand (a backslash preceded by an even number of
+//! backslashes starts an escape), and the walk for depth and numbers only has to tell strings
+//! from structure, jumping string interiors with `memchr`. A suspect number is handed to
+//! serde_json itself, so the overflow boundary is serde_json's own.
 
 use memchr::memchr2;
 
@@ -48,12 +51,89 @@ impl Refusal {
 /// Checks a document serde_json's raw-value scan has accepted (so: valid JSON syntax, valid
 /// UTF-8, well-formed escapes) for what only its full parse refuses. Any other input gives an
 /// answer without panicking, but only valid documents give a meaningful one.
+///
+/// A first pass counts what could matter; a typical request has fewer than 128 brackets, no
+/// exponent, few digits and no `\u` escape, and is done after it.
 pub fn check(doc: &[u8]) -> Result<(), Refusal> {
+    let signs = Signs::of(doc);
+    if signs.unicode_escapes {
+        check_surrogates(doc)?;
+    }
+    if signs.brackets > MAX_DEPTH || signs.digits >= SAFE_NUMBER_LEN || signs.exponents {
+        walk(doc)?;
+    }
+    Ok(())
+}
+
+/// What one cheap pass over the bytes can tell: enough to skip the exact checks.
+#[derive(Debug, Default)]
+struct Signs {
+    /// `[` and `{` anywhere: nesting deeper than this count is impossible.
+    brackets: usize,
+    /// Digits anywhere: a number without an exponent needs 309 to overflow.
+    digits: usize,
+    /// A `\u` anywhere (inside a string, or an escaped backslash before a `u`).
+    unicode_escapes: bool,
+    /// A digit followed by `e` or `E`, as every exponent is.
+    exponents: bool,
+}
+
+impl Signs {
+    fn of(doc: &[u8]) -> Self {
+        let mut signs = Signs::default();
+        let next = doc.get(1..).unwrap_or_default();
+        // Blocks of 128 keep the counters in `u8` lanes and the loop free of branches, which
+        // the compiler turns into vector code.
+        for (block, following) in doc.chunks(128).zip(next.chunks(128)) {
+            let (mut brackets, mut digits, mut escapes, mut exponents) = (0u8, 0u8, 0u8, 0u8);
+            for (&a, &b) in block.iter().zip(following) {
+                let digit = a.wrapping_sub(b'0') < 10;
+                brackets += u8::from(a == b'[' || a == b'{');
+                digits += u8::from(digit);
+                escapes |= u8::from(a == b'\\' && b == b'u');
+                exponents |= u8::from(digit && (b | 0x20) == b'e');
+            }
+            signs.brackets += usize::from(brackets);
+            signs.digits += usize::from(digits);
+            signs.unicode_escapes |= escapes != 0;
+            signs.exponents |= exponents != 0;
+        }
+        // The last byte has no follower, so the loop above did not count it.
+        if let Some(&last) = doc.last() {
+            signs.brackets += usize::from(last == b'[' || last == b'{');
+            signs.digits += usize::from(last.is_ascii_digit());
+        }
+        signs
+    }
+}
+
+/// Every `\u` escape pairs its surrogates. Outside strings valid JSON has no backslash, and a
+/// backslash starts an escape when an even number of backslashes precede it, so the escapes
+/// are found without walking the structure.
+fn check_surrogates(doc: &[u8]) -> Result<(), Refusal> {
+    let mut checked_to = 0;
+    for at in memchr::memmem::find_iter(doc, b"\\u") {
+        // The trailing half of a pair checked with its leading half.
+        if at < checked_to {
+            continue;
+        }
+        let before = doc.get(..at).unwrap_or_default();
+        let backslashes = before.iter().rev().take_while(|&&b| b == b'\\').count();
+        if backslashes % 2 == 0 {
+            checked_to = unicode_escape_end(doc, at)?;
+        }
+    }
+    Ok(())
+}
+
+/// Nesting depth and number range, walking the structure: string interiors are jumped with
+/// `memchr`.
+fn walk(doc: &[u8]) -> Result<(), Refusal> {
     let mut depth = 0usize;
     let mut at = 0usize;
     while let Some(&byte) = doc.get(at) {
         match byte {
-            b'"' => at = string_end(doc, at + 1)?,
+            b'"' => at = string_end(doc, at + 1),
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
@@ -77,22 +157,19 @@ pub fn check(doc: &[u8]) -> Result<(), Refusal> {
 }
 
 /// The index just past the closing quote of the string whose contents start at `at`.
-fn string_end(doc: &[u8], mut at: usize) -> Result<usize, Refusal> {
+fn string_end(doc: &[u8], mut at: usize) -> usize {
     loop {
         let rest = doc.get(at..).unwrap_or_default();
         let Some(found) = memchr2(b'"', b'\\', rest) else {
-            return Ok(doc.len());
+            return doc.len();
         };
         at += found;
         if doc.get(at) == Some(&b'"') {
-            return Ok(at + 1);
+            return at + 1;
         }
-        // A backslash: `\u` escapes are checked, every other escape is two bytes.
-        if doc.get(at + 1) == Some(&b'u') {
-            at = unicode_escape_end(doc, at)?;
-        } else {
-            at += 2;
-        }
+        // A backslash: every escape's second byte is not a quote or a backslash that could
+        // end the string, so skipping two bytes is enough (`\uXXXX`'s hex digits are neither).
+        at += 2;
     }
 }
 

@@ -35,6 +35,7 @@ mod last_resort;
 mod lease_moves;
 mod leases;
 mod lifecycle;
+mod malformed_bodies;
 mod memory;
 mod metrics;
 mod midstream;
