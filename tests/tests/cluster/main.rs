@@ -28,6 +28,7 @@ mod queue_pause;
 mod redis_cluster;
 mod sentinel;
 mod settings;
+mod store_faults;
 mod supervision;
 mod sync;
 mod throughput;
