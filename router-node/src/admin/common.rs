@@ -16,28 +16,42 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
 use switchyard_shared::admin_kit::{AdminError, body, clear};
+use switchyard_shared::store::StoreError;
 
 use super::MAX_BODY_BYTES;
 use crate::api::body::read_limited;
 use crate::api::errors::{ClientFormat, GatewayError};
+use crate::cluster_sync::operator::{self, OperatorWrite};
 use crate::runtime::Runtime;
 
-/// In redis mode, 503 `cluster_store_unavailable` unless Redis answers now: operator actions
-/// that change shared state (clears, reinstatements, breaker resets) fail closed rather than
-/// change this node only and be overwritten or overwrite later (see
-/// [`crate::cluster_sync::operator`]). Call it after the request is validated, before acting.
-pub async fn require_cluster_store(rt: &Runtime) -> Result<(), ApiError> {
-    crate::cluster_sync::operator::require_store(rt)
+/// In redis mode, writes an operator action to Redis before this node changes anything (see
+/// [`crate::cluster_sync::operator`]); `Ok` at once in embedded mode. When Redis does not take
+/// it the answer is [`store_unavailable`]: nothing was changed, and nothing is queued.
+pub async fn write_cluster(rt: &Runtime, action: OperatorWrite<'_>) -> Result<(), ApiError> {
+    operator::write(rt, action)
         .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "operator action refused: the cluster store is unreachable");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_error",
-                "cluster_store_unavailable",
-                "The cluster state store (Redis) is unreachable; nothing was changed",
-            )
-        })
+        .map_err(|e| store_unavailable(&e, "nothing was changed"))
+}
+
+/// 503 `cluster_store_unavailable` for an operator action Redis did not take, naming what
+/// failed: `storeError` is Redis's reply code (`OOM`, `READONLY`, `LOADING`, …), `TIMEOUT` or
+/// `UNAVAILABLE` (Redis is held for down), and `transient` whether it may pass by itself.
+pub fn store_unavailable(e: &StoreError, outcome: &str) -> ApiError {
+    tracing::warn!(error = %e, "operator action refused: the cluster store did not take it");
+    let reason = e.reason();
+    let what = match e {
+        StoreError::Unavailable => "is unreachable".to_owned(),
+        StoreError::Timeout { .. } => "did not answer in time".to_owned(),
+        _ => format!("refused the write ({reason})"),
+    };
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        "cluster_store_unavailable",
+        format!("The cluster state store (Redis) {what}; {outcome}"),
+    )
+    .with_field("storeError", reason)
+    .with_field("transient", e.transient())
 }
 
 /// An admin error: a [`GatewayError`] rendered in the OpenAI-style envelope.
@@ -82,6 +96,12 @@ impl ApiError {
             "actor_unavailable",
             format!("The actor of {what} did not answer in time; try again"),
         )
+    }
+
+    /// Adds a field to the error object.
+    pub fn with_field(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.0 = self.0.with_field(key, value);
+        self
     }
 
     /// Adds `details: [{field, message}]`.

@@ -8,7 +8,10 @@
 //!
 //! Every change is a message to the connection's actor (its sole writer), sent concurrently for
 //! bulk requests and bounded by [`ACTOR_TIMEOUT`]; a connection whose actor does not answer is
-//! reported under `failed` rather than failing the whole request.
+//! reported under `failed` rather than failing the whole request. In redis mode each change is
+//! written to Redis first ([`crate::cluster_sync::operator`]): a connection whose write Redis
+//! did not take is left alone here and listed under `notWritten`, and the answer is 503
+//! `cluster_store_unavailable` naming Redis's reply.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,13 +29,14 @@ use switchyard_shared::admin_kit::clear::{
 
 use super::auth::ManagementKey;
 use super::common::{
-    ApiError, ApiResult, Catalogue, Now, connection_idx, parse_query, provider_idx,
-    require_cluster_store, require_json,
+    ApiError, ApiResult, Catalogue, Now, connection_idx, parse_query, provider_idx, require_json,
+    store_unavailable, write_cluster,
 };
 use super::views::{self, ConnClass};
 use super::{ACTOR_TIMEOUT, MAX_LIST};
 use crate::actors::ConnHandle;
 use crate::actors::{ClearCooldown, ClearLockouts, ClearResult, ConnectionActor, Reinstate};
+use crate::cluster_sync::operator::{self, OperatorWrite};
 use crate::reload::Rt;
 use crate::runtime::Runtime;
 
@@ -127,22 +131,51 @@ pub async fn delete_model_cooldowns(
             (targets, model, false)
         }
     };
-    require_cluster_store(&rt).await?;
     let at = rt.clock.now();
+    let rt = &rt;
     let asks = targets.iter().map(|conn| {
         let msg = ClearLockouts {
             model: model.clone(),
             at,
         };
-        async move { (conn.id.clone(), ask(conn, msg).await) }
+        async move {
+            // Redis first: a clear Redis did not take changes nothing here.
+            let write = OperatorWrite::ClearLockouts {
+                provider: &rt.providers[conn.provider_idx].id,
+                conn: &conn.id,
+                model: msg.model.as_deref(),
+            };
+            if let Err(e) = operator::write(rt, write).await {
+                return (conn.id.clone(), Err(e));
+            }
+            (conn.id.clone(), Ok(ask(conn, msg).await))
+        }
     });
     let results = futures_util::future::join_all(asks).await;
-    let removed: usize = results.iter().filter_map(|r| r.1).sum();
+    let removed: usize = results
+        .iter()
+        .filter_map(|r| r.1.as_ref().ok().copied().flatten())
+        .sum();
     let failed: Vec<&str> = results
         .iter()
-        .filter(|r| r.1.is_none())
+        .filter(|r| matches!(r.1, Ok(None)))
         .map(|r| &*r.0)
         .collect();
+    if let Some(e) = results.iter().find_map(|r| r.1.as_ref().err()) {
+        let not_written: Vec<&str> = results
+            .iter()
+            .filter(|r| r.1.is_err())
+            .map(|r| &*r.0)
+            .collect();
+        tracing::warn!(key_id = %key.id, removed, not_written = ?not_written, "model lockout clear refused by the cluster store");
+        return Err(store_unavailable(
+            e,
+            "the connections listed under `notWritten` were not changed",
+        )
+        .with_field("removed", removed)
+        .with_field("notWritten", json!(not_written))
+        .with_field("failed", json!(failed)));
+    }
     tracing::warn!(
         key_id = %key.id,
         connections = targets.len(),
@@ -189,19 +222,34 @@ pub async fn clear_cooldowns(
         CooldownClear::Ids(ids) => ids.iter().filter_map(|id| rt.connection(id)).collect(),
         CooldownClear::All { provider } => connections_of(&rt, provider.as_deref())?,
     };
-    require_cluster_store(&rt).await?;
     let at = rt.clock.now();
+    let rt = &rt;
     let asks = targets.iter().map(|conn| async move {
         let before = conn.load().terminal();
-        (conn, before, ask(conn, ClearCooldown { at }).await)
+        // Redis first: a clear Redis did not take changes nothing here.
+        let write = OperatorWrite::ClearCooldown { conn: &conn.id };
+        match operator::write(rt, write).await {
+            Ok(()) => (conn, before, Ok(ask(conn, ClearCooldown { at }).await)),
+            Err(e) => (conn, before, Err(e)),
+        }
     });
     let results = futures_util::future::join_all(asks).await;
+    let mut not_written = Vec::new();
+    let mut store_error = None;
     let (mut cleared, mut unchanged, mut skipped, mut lockouts_cleared) = (0, 0, 0, 0);
     let mut failed = Vec::new();
     let rows: Vec<Value> = results
         .iter()
         .map(|(conn, before, result)| {
             let id = &*conn.id;
+            let result = match result {
+                Ok(result) => result,
+                Err(e) => {
+                    not_written.push(id);
+                    store_error.get_or_insert(e);
+                    return json!({"id": id, "result": "not_written", "storeError": e.reason()});
+                }
+            };
             match result {
                 Some(ClearResult::Cleared {
                     lockouts_cleared: n,
@@ -233,8 +281,18 @@ pub async fn clear_cooldowns(
         skipped_terminal = skipped,
         lockouts_cleared,
         failed = failed.len(),
+        not_written = not_written.len(),
         "connection cooldowns cleared by operator"
     );
+    if let Some(e) = store_error {
+        return Err(store_unavailable(
+            e,
+            "the connections listed under `notWritten` were not changed",
+        )
+        .with_field("cleared", cleared)
+        .with_field("notWritten", json!(not_written))
+        .with_field("connections", rows));
+    }
     Ok(HttpResponse::Ok().json(json!({
         "ok": failed.is_empty(),
         "cleared": cleared,
@@ -318,7 +376,7 @@ pub async fn reinstate(rt: Rt, key: ManagementKey, path: web::Path<String>) -> A
         .connections
         .get(connection_idx(&rt, &id)?)
         .ok_or_else(|| ApiError::not_found("connection_not_found", "No such connection"))?;
-    require_cluster_store(&rt).await?;
+    write_cluster(&rt, OperatorWrite::Reinstate { conn: &conn.id }).await?;
     let previous = conn.load().terminal();
     let at = rt.clock.now();
     let Some(was_terminal) = ask(conn, Reinstate { at }).await else {

@@ -24,9 +24,10 @@ use switchyard_shared::settings::{self, FieldError, apply_patch};
 use super::ACTOR_TIMEOUT;
 use super::auth::ManagementKey;
 use super::common::{
-    ApiError, ApiResult, Now, provider_idx, read_json, read_raw, require_cluster_store,
+    ApiError, ApiResult, Now, provider_idx, read_json, read_raw, store_unavailable,
 };
 use crate::actors::{ApplySettings, ResetBreaker};
+use crate::cluster_sync::operator::{self, OperatorWrite};
 use crate::reload::Rt;
 use crate::runtime::Runtime;
 
@@ -192,22 +193,30 @@ pub async fn reset_breakers(
         Some(b) => vec![provider_idx(&rt, &b.provider)?],
         None => (0..rt.providers.len()).collect(),
     };
-    require_cluster_store(&rt).await?;
     let now = Now::read(&rt);
-    let asks = targets
-        .iter()
-        .filter_map(|i| rt.providers.get(*i))
-        .map(|p| async move {
-            let ok = match p.actor.get() {
-                Some(addr) => matches!(
-                    tokio::time::timeout(ACTOR_TIMEOUT, addr.send(ResetBreaker { at: now.mono }))
-                        .await,
-                    Ok(Ok(()))
-                ),
-                None => false,
-            };
-            (p.id.clone(), ok)
-        });
+    // Redis first: a reset Redis did not take changes nothing here. The ones it took are
+    // applied here too, so this node agrees with Redis whatever the answer.
+    let mut written = Vec::new();
+    let mut refused = None;
+    for p in targets.iter().filter_map(|i| rt.providers.get(*i)) {
+        match operator::write(&rt, OperatorWrite::ResetBreaker { provider: &p.id }).await {
+            Ok(()) => written.push(p),
+            Err(e) => {
+                refused = Some((e, p.id.clone()));
+                break;
+            }
+        }
+    }
+    let asks = written.iter().map(|p| async move {
+        let ok = match p.actor.get() {
+            Some(addr) => matches!(
+                tokio::time::timeout(ACTOR_TIMEOUT, addr.send(ResetBreaker { at: now.mono })).await,
+                Ok(Ok(()))
+            ),
+            None => false,
+        };
+        (p.id.clone(), ok)
+    });
     let results = futures_util::future::join_all(asks).await;
     let reset: Vec<&str> = results.iter().filter(|r| r.1).map(|r| &*r.0).collect();
     let failed: Vec<&str> = results.iter().filter(|r| !r.1).map(|r| &*r.0).collect();
@@ -217,6 +226,20 @@ pub async fn reset_breakers(
         failed = ?failed,
         "provider breakers reset by operator"
     );
+    if let Some((e, at)) = refused {
+        let not_written: Vec<&str> = targets
+            .iter()
+            .filter_map(|i| rt.providers.get(*i))
+            .map(|p| &*p.id)
+            .filter(|id| !written.iter().any(|w| &*w.id == *id))
+            .collect();
+        return Err(store_unavailable(
+            &e,
+            &format!("the breakers listed under `notWritten` (from `{at}` on) were not reset"),
+        )
+        .with_field("providers", json!(reset))
+        .with_field("notWritten", json!(not_written)));
+    }
     if !failed.is_empty() && reset.is_empty() {
         return Err(ApiError::actor_unavailable("the provider breaker"));
     }

@@ -10,7 +10,8 @@
 //! - [`learned`]: merges peers' usage-wall deadlines and tool limits (state without an
 //!   actor); [`learned_resync`] makes them equal to Redis's records in a resync.
 //! - [`membership`]: heartbeats and the live node count.
-//! - [`operator`]: operator actions in redis mode fail closed while Redis is unreachable.
+//! - [`operator`]: operator actions in redis mode are written to Redis before this node
+//!   changes, and answer 503 when Redis does not take them.
 //! - [`settings`]: runtime settings shared through Redis.
 //! - [`permits`]: the leasing tasks of cluster-wide `max_concurrent` caps.
 

@@ -6,6 +6,8 @@
 //! write here in the background (cooldowns, lockouts, breaker failures); only leased requests
 //! and cluster-wide caps wait for Redis, and never longer than the per-command timeout.
 //!
+//! - [`RedisFault`]: what a failed call means (`OOM`, `READONLY`, `LOADING`, a timeout, …),
+//!   whether it passes by itself, and whether the server still serves reads.
 //! - [`keys`]: every key name, hash-tagged so each script's keys share one Redis Cluster slot;
 //!   on Redis Cluster the prefix is the tag, so one install's keys all share one slot.
 //! - [`health`]: the pure Up/Degraded/Down policy that lets a node skip Redis while it is down
@@ -39,6 +41,7 @@ pub mod connections;
 pub mod embedded;
 mod error;
 pub mod events;
+mod fault;
 pub mod health;
 pub mod heartbeat;
 pub mod keys;
@@ -65,6 +68,7 @@ pub use connections::{
 pub use embedded::EmbeddedLeases;
 pub use error::StoreError;
 pub use events::{Subscriber, SubscriberEvent, SubscriberHandle};
+pub use fault::RedisFault;
 pub use health::{HealthPolicy, HealthTracker, RedisState};
 pub use heartbeat::NodeHeartbeat;
 pub use keys::KeySpace;

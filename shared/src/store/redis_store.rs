@@ -40,6 +40,7 @@ use redis::{Client, RedisResult};
 use super::cluster::{ClusterTarget, ClusterUrl};
 use super::connection::{ClusterLink, InstallRoute, StoreConnection};
 use super::error::StoreError;
+use super::fault::RedisFault;
 use super::health::{HealthPolicy, HealthTracker, RedisState};
 use super::keys::KeySpace;
 use super::sentinel::{SentinelTarget, SentinelUrl};
@@ -300,23 +301,22 @@ impl RedisStore {
         };
         let result = match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) if e.is_timeout() => Err(StoreError::Timeout { command }),
-            Ok(Err(e)) => Err(StoreError::Redis {
-                command,
-                message: e.to_string(),
-            }),
+            Ok(Err(e)) => Err(classify(command, &e)),
             Err(_) => Err(StoreError::Timeout { command }),
         };
         self.observer
             .command(command, started.elapsed(), result.as_ref().err());
-        let failed = matches!(
-            result,
-            Err(StoreError::Redis { .. } | StoreError::Timeout { .. })
-        );
-        if failed && self.is_sentinel() {
-            // The master may have moved: ask the sentinel again on the next command.
+        if self.is_sentinel()
+            && result
+                .as_ref()
+                .is_err_and(StoreError::master_may_have_moved)
+        {
+            // The master may have moved (a timeout, a reset, `READONLY` from a demoted
+            // master): ask the sentinel again on the next command. `OOM` is the master
+            // refusing a write; it has not moved.
             self.forget_connections();
         }
+        let failed = result.as_ref().is_err_and(StoreError::link_failed);
         self.record(&result);
         if failed && self.is_cluster() && self.state() == RedisState::Down {
             // The cluster connection retries the nodes it knows; once Redis is declared down
@@ -430,8 +430,9 @@ impl RedisStore {
         let now = self.elapsed_ms();
         let transition = self.health.lock().ok().and_then(|mut h| match result {
             Ok(_) => h.on_success(),
-            // A protocol error means Redis answered: the link is fine.
-            Err(StoreError::Protocol { .. }) => h.on_success(),
+            // Redis answered: a protocol error, or a write refused by a server that still
+            // serves reads (`OOM`). Taking it for down would stop the reads too.
+            Err(e) if !e.link_failed() && !matches!(e, StoreError::Unavailable) => h.on_success(),
             Err(_) => h.on_failure(now),
         });
         if let Some((from, to)) = transition {
@@ -441,6 +442,18 @@ impl RedisStore {
 
     fn elapsed_ms(&self) -> Millis {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(Millis::MAX)
+    }
+}
+
+/// The store error for a failed client call, classified by [`RedisFault::of`].
+fn classify(command: &'static str, e: &redis::RedisError) -> StoreError {
+    match RedisFault::of(e) {
+        RedisFault::Timeout => StoreError::Timeout { command },
+        fault => StoreError::Redis {
+            command,
+            fault,
+            message: e.to_string(),
+        },
     }
 }
 

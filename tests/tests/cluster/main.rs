@@ -29,6 +29,7 @@ mod redis_cluster;
 mod redis_cluster_failover;
 mod sentinel;
 mod settings;
+mod store_faults;
 mod supervision;
 mod sync;
 mod throughput;

@@ -1,0 +1,407 @@
+//! Redis answers, but refuses writes: `OOM` at `maxmemory` with `noeviction`, `READONLY` from a
+//! master demoted to a replica. `PING` and reads work throughout, so a node cannot tell from a
+//! ping; only the write's reply says. Requests keep being served, an operator action is never
+//! reported done unless Redis has it (503 `cluster_store_unavailable` naming Redis's reply
+//! otherwise, with nothing changed here and nothing queued), and once Redis heals the nodes and
+//! Redis agree again within a second.
+//!
+//! It used to answer 200 `{"cleared":1}` after a passing `PING` while the clear never reached
+//! Redis (dropped by the writer behind writes that kept failing, or refused outright), and the
+//! node adopted the cooldown again on its next resync.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::support::{STATE_DEADLINE, eventually, wait_synced};
+use crate::sync::{body, chat, client, key_env, store};
+use serde_json::{Value, json};
+use switchyard_shared::store::RedisStore;
+use switchyard_tests::cluster::{MGMT_KEY, metric, metrics_text, start_node};
+use switchyard_tests::harness::NodeProcess;
+use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
+use switchyard_tests::redis_server::RedisServer;
+use switchyard_tests::redis_topology::cli;
+
+/// How soon after a heal the nodes and Redis must agree again.
+const HEALED_WITHIN: Duration = Duration::from_secs(1);
+const CONNS: [&str; 3] = ["k0", "k1", "k2"];
+
+/// `(status, body)` of an admin call with the management key.
+async fn admin(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    node: &NodeProcess,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
+    let resp = http
+        .request(method, format!("{}{path}", node.admin_url()))
+        .header("authorization", format!("Bearer {MGMT_KEY}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn clear(http: &reqwest::Client, node: &NodeProcess, conn: &str) -> (u16, Value) {
+    admin(
+        http,
+        reqwest::Method::POST,
+        node,
+        "/api/resilience/cooldowns",
+        json!({"connectionIds": [conn]}),
+    )
+    .await
+}
+
+/// The connections cooling on `node`, by id.
+async fn cooling_on(http: &reqwest::Client, node: &NodeProcess) -> Vec<String> {
+    let (status, reply) = admin(
+        http,
+        reqwest::Method::GET,
+        node,
+        "/api/resilience/cooldowns",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    let mut ids: Vec<String> = reply["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["cooldownRemainingMs"].as_u64().unwrap_or(0) > 0)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The connections cooling in Redis, by id.
+async fn cooling_in(shared: &RedisStore) -> Vec<String> {
+    shared
+        .read_connections(&CONNS)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.remaining_ms > 0)
+        .map(|r| r.conn)
+        .collect()
+}
+
+/// Whether every node's cooling set is Redis's.
+async fn agree(http: &reqwest::Client, shared: &RedisStore, nodes: &[&NodeProcess]) -> bool {
+    let want = cooling_in(shared).await;
+    for node in nodes {
+        if cooling_on(http, node).await != want {
+            return false;
+        }
+    }
+    true
+}
+
+async fn replay_depth(admin: SocketAddr) -> f64 {
+    tokio::task::spawn_blocking(move || {
+        metric(
+            &metrics_text(admin),
+            "switchyard_cluster_replay_queue_depth",
+        )
+        .unwrap_or(-1.0)
+    })
+    .await
+    .unwrap()
+}
+
+/// A 429 with `Retry-After: 30` for `key`, once, seen through `node`; the request itself is
+/// still served (another connection answers).
+async fn rate_limit(http: &reqwest::Client, mock: &MockHandle, node: &NodeProcess, key: &str) {
+    mock.script(
+        FaultSpec::status(429)
+            .for_key(key)
+            .header("Retry-After", "30")
+            .times(1),
+    )
+    .unwrap();
+    let (status, reply) = chat(http, node).await;
+    assert_eq!(status, 200, "a request was not served: {reply}");
+}
+
+async fn start(mock: &MockHandle, redis_url: String) -> Vec<NodeProcess> {
+    let body = body(mock, CONNS.len());
+    let env = key_env(CONNS.len());
+    let nodes = tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        vec![
+            start_node("node-0", &redis_url, &body, &env).unwrap(),
+            start_node("node-1", &redis_url, &body, &env).unwrap(),
+        ]
+    })
+    .await
+    .unwrap();
+    wait_synced(&[&nodes[0], &nodes[1]]).await;
+    nodes
+}
+
+/// Runs `redis-cli` against `port` off the async runtime.
+async fn redis_cli(port: u16, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cli(port, &args).unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+async fn used_memory(port: u16) -> u64 {
+    redis_cli(port, &["INFO", "memory"])
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// Fills Redis under a small `maxmemory` with `noeviction` until a write answers `OOM`, then
+/// holds it there: the limit goes a little under what the data uses, so a client's buffers
+/// freed later cannot bring it back under.
+async fn fill_until_oom(port: u16) {
+    let limit = (used_memory(port).await + 2 * 1024 * 1024).to_string();
+    assert_eq!(
+        redis_cli(port, &["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+            .await
+            .trim(),
+        "OK"
+    );
+    assert_eq!(
+        redis_cli(port, &["CONFIG", "SET", "maxmemory", &limit])
+            .await
+            .trim(),
+        "OK"
+    );
+    let value = "x".repeat(64 * 1024);
+    for i in 0..200 {
+        let out = redis_cli(port, &["SET", &format!("fill:{i}"), &value]).await;
+        if out.starts_with("OOM") {
+            let hold = (used_memory(port).await - 512 * 1024).to_string();
+            let set = redis_cli(port, &["CONFIG", "SET", "maxmemory", &hold]).await;
+            assert_eq!(set.trim(), "OK");
+            let small = redis_cli(port, &["SET", "probe", "x"]).await;
+            assert!(small.starts_with("OOM"), "{small}");
+            return;
+        }
+    }
+    panic!("redis never answered OOM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_clear_under_oom_is_never_reported_done_unless_redis_has_it() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let redis = RedisServer::start().unwrap();
+    let nodes = start(&mock, redis.url()).await;
+    let [a, b] = [&nodes[0], &nodes[1]];
+    let http = client();
+    let shared = store(&redis.url());
+
+    // k0 cools everywhere, in Redis too.
+    rate_limit(&http, &mock, a, "sk-0").await;
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "the 429 did not reach Redis and b"
+    );
+
+    // Redis at maxmemory: writes answer OOM, PING and reads still work.
+    fill_until_oom(redis.port).await;
+    assert_eq!(redis_cli(redis.port, &["PING"]).await.trim(), "PONG");
+    // a meets a 429 on k1 that it cannot write: its writer holds it for replay.
+    rate_limit(&http, &mock, a, "sk-1").await;
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            replay_depth(a.admin).await > 0.0
+        })
+        .await,
+        "the write under OOM was not held for replay; log:\n{}",
+        a.log()
+    );
+
+    // The operator clears k0 on a. Whatever the answer, it is what Redis did.
+    let (status, reply) = clear(&http, a, "k0").await;
+    let in_redis = cooling_in(&shared).await;
+    match status {
+        200 => assert!(
+            !in_redis.contains(&"k0".to_owned()),
+            "answered {reply} but Redis keeps the cooldown of k0"
+        ),
+        503 => {
+            assert_eq!(
+                reply["error"]["code"], "cluster_store_unavailable",
+                "{reply}"
+            );
+            assert_eq!(reply["error"]["storeError"], "OOM", "{reply}");
+            assert!(in_redis.contains(&"k0".to_owned()), "{in_redis:?}");
+            assert!(cooling_on(&http, a).await.contains(&"k0".to_owned()));
+        }
+        other => panic!("unexpected answer {other}: {reply}"),
+    }
+    // Requests keep being served on both nodes.
+    for node in [a, b] {
+        let (status, reply) = chat(&http, node).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+
+    // Heal: memory is freed. Within a second the nodes and Redis agree again, k1's cooldown
+    // included (replayed from a's queue), and what the operator was told still holds.
+    let heal = redis_cli(redis.port, &["CONFIG", "SET", "maxmemory", "0"]).await;
+    assert_eq!(heal.trim(), "OK");
+    assert!(
+        eventually(HEALED_WITHIN, || async {
+            cooling_in(&shared).await.contains(&"k1".to_owned())
+                && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "not in agreement {HEALED_WITHIN:?} after the heal: redis {:?}, a {:?}, b {:?}",
+        cooling_in(&shared).await,
+        cooling_on(&http, a).await,
+        cooling_on(&http, b).await
+    );
+    assert_eq!(
+        cooling_in(&shared).await.contains(&"k0".to_owned()),
+        status == 503,
+        "the operator was told {status} {reply}"
+    );
+    drop(redis);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_actions_on_a_demoted_master_answer_503_readonly_and_change_nothing() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let mut master = RedisServer::start().unwrap();
+    let mut replica = RedisServer::start_replica_of(master.port, &[]).unwrap();
+    let nodes = start(&mock, master.url()).await;
+    let [a, b] = [&nodes[0], &nodes[1]];
+    let http = client();
+    let shared = store(&master.url());
+
+    rate_limit(&http, &mock, a, "sk-0").await;
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "the 429 did not reach Redis and b"
+    );
+
+    // A failover the nodes were not told of: the replica takes over and the old master
+    // follows it, so the nodes' server answers reads and `PING`, and `READONLY` to writes.
+    let replica_port = replica.port.to_string();
+    let on_replica = store(&replica.url());
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            cooling_in(&on_replica).await == ["k0"]
+        })
+        .await,
+        "the replica did not get the cooldown"
+    );
+    replica.promote().unwrap();
+    let demote = redis_cli(master.port, &["REPLICAOF", "127.0.0.1", &replica_port]).await;
+    assert_eq!(demote.trim(), "OK");
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            redis_cli(master.port, &["INFO", "replication"])
+                .await
+                .contains("master_link_status:up")
+                && redis_cli(master.port, &["SET", "probe", "x"])
+                    .await
+                    .starts_with("READONLY")
+        })
+        .await,
+        "the old master did not become a read-only replica"
+    );
+
+    // Every operator action that must write cluster state is refused, naming READONLY. (One
+    // with nothing to write, a reinstatement of a connection that is not terminal, is not.)
+    let actions = [
+        (
+            reqwest::Method::POST,
+            "/api/resilience/cooldowns",
+            json!({"connectionIds": ["k0"]}),
+        ),
+        (
+            reqwest::Method::POST,
+            "/api/resilience/cooldowns",
+            json!({"all": true}),
+        ),
+        (
+            reqwest::Method::POST,
+            "/api/resilience/reset",
+            json!({"provider": "p"}),
+        ),
+    ];
+    for (method, path, body) in actions {
+        let (status, reply) = admin(&http, method.clone(), a, path, body).await;
+        assert_eq!(status, 503, "{method} {path}: {reply}");
+        assert_eq!(
+            reply["error"]["code"], "cluster_store_unavailable",
+            "{reply}"
+        );
+        assert_eq!(reply["error"]["type"], "server_error", "{reply}");
+        assert_eq!(reply["error"]["storeError"], "READONLY", "{reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("READONLY"),
+            "{reply}"
+        );
+    }
+    // Nothing changed here, and requests keep being served.
+    assert_eq!(cooling_on(&http, a).await, ["k0"]);
+    for node in [a, b] {
+        let (status, reply) = chat(&http, node).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+
+    // Heal: the old master is the master again. Nothing refused above is replayed (the
+    // cooldown is still there everywhere), and the nodes and Redis agree within a second.
+    let heal = redis_cli(master.port, &["REPLICAOF", "NO", "ONE"]).await;
+    assert_eq!(heal.trim(), "OK");
+    assert!(
+        eventually(HEALED_WITHIN, || async {
+            redis_cli(master.port, &["SET", "probe", "x"]).await.trim() == "OK"
+                && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "not in agreement after the heal"
+    );
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            replay_depth(a.admin).await == 0.0
+        })
+        .await,
+        "a still holds writes for replay"
+    );
+    assert_eq!(
+        cooling_in(&shared).await,
+        ["k0"],
+        "a refused clear was replayed"
+    );
+    // Now the clear is taken, and every node follows within a second.
+    let (status, reply) = clear(&http, a, "k0").await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(cooling_in(&shared).await.is_empty());
+    assert!(
+        eventually(HEALED_WITHIN, || async {
+            agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "b did not follow the clear"
+    );
+    replica.kill();
+    master.kill();
+}
