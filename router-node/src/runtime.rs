@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
 use crate::state::{Affinity, LeasePolicy, RequestQueue, SettingsStore};
-use crate::transport::{UpstreamClient, build_client};
+use crate::transport::{ClientSettings, UpstreamClient, build_client_with};
 
 /// Readiness and draining flags for the probes.
 #[derive(Debug, Default)]
@@ -146,18 +146,20 @@ impl Runtime {
         let mut conn_by_id = HashMap::new();
         let mut restatement = Vec::new();
         let mut error_rules = Vec::new();
-        let mut clients: HashMap<u64, UpstreamClient> = HashMap::new();
+        let mut clients: HashMap<ClientSettings, UpstreamClient> = HashMap::new();
         for (pidx, provider) in config.providers.iter().enumerate() {
             let mut conn_indices = Vec::new();
-            // Pooled clients are shared by every provider with the same connect timeout (the
-            // only client-level setting): building one loads the TLS root store, which a
-            // catalogue of 1,000 providers must not do 1,000 times. The pool is keyed by host,
-            // so sharing a client shares nothing between providers but the TLS setup.
-            let client = match clients.get(&provider.timeouts.connect_ms) {
+            // Pooled clients are shared by every provider with the same client settings
+            // (connect timeout, HTTP versions, extra roots): building one loads the TLS root
+            // store, which a catalogue of 1,000 providers must not do 1,000 times. The pool is
+            // keyed by host, so sharing a client shares nothing between providers but the TLS
+            // setup.
+            let settings = ClientSettings::of(provider);
+            let client = match clients.get(&settings) {
                 Some(c) => c.clone(),
-                None => match build_client(&provider.timeouts) {
+                None => match build_client_with(&settings) {
                     Ok(c) => {
-                        clients.insert(provider.timeouts.connect_ms, c.clone());
+                        clients.insert(settings, c.clone());
                         c
                     }
                     Err(e) => {

@@ -6,6 +6,7 @@ Standard library only, so the harness needs nothing beyond Python 3.8+, oha and 
 
     bench.py free-ports N
     bench.py config KIND OUT --upstream HOST:PORT --listen HOST:PORT --admin HOST:PORT
+                    [--require-key] [--scheme https --ca-file PEM --http-version auto|http1]
     bench.py ttfb --url URL --body FILE --rate R --requests N --out FILE [--header H]...
     bench.py otlp-sink --port P --out FILE
     bench.py report RUN_DIR
@@ -52,15 +53,20 @@ auto_enable_apikey_providers = false
 """
 
 
-def provider(pid, upstream):
+def provider(pid, upstream, scheme="http", ca_file=None, http_version=None):
+    extra = ""
+    if ca_file:
+        extra += f'ca_file = "{ca_file}"\n'
+    if http_version:
+        extra += f'http_version = "{http_version}"\n'
     return f"""
 [[providers]]
 id = "{pid}"
 category = "apikey"
 format = "openai"
-base_url = "http://{upstream}/v1"
+base_url = "{scheme}://{upstream}/v1"
 models = []
-"""
+{extra}"""
 
 
 def connection(cid, pid):
@@ -72,7 +78,7 @@ api_key_env = "{KEY_ENV}"
 """
 
 
-def config_text(kind, upstream, listen, admin, redis_url=None, require_key=False):
+def config_text(kind, upstream, listen, admin, redis_url=None, require_key=False, tls=None):
     """TOML for one bench node. Every provider points at the same mock upstream."""
     prelude = PRELUDE.format(listen=listen, admin=admin)
     if require_key:
@@ -95,7 +101,7 @@ key_env = "{CLIENT_KEY_ENV}"
     out = [prelude]
     if kind == "base":
         # One provider, one connection: the request path with nothing to choose between.
-        out += [provider("mock", upstream), connection("mock-1", "mock")]
+        out += [provider("mock", upstream, **(tls or {})), connection("mock-1", "mock")]
     elif kind == "combo":
         # A combo over three providers; the first target answers, so this measures the cost
         # of combo resolution and the fallback bookkeeping on the success path.
@@ -830,7 +836,8 @@ def cmd_free_ports(args):
 
 
 def cmd_config(args):
-    text = config_text(args.kind, args.upstream, args.listen, args.admin, args.redis_url, args.require_key)
+    tls = {"scheme": args.scheme, "ca_file": args.ca_file, "http_version": args.http_version}
+    text = config_text(args.kind, args.upstream, args.listen, args.admin, args.redis_url, args.require_key, tls)
     with open(args.out, "w") as f:
         f.write(text)
     if args.kind.startswith("catalog"):
@@ -854,6 +861,11 @@ def main():
     p.add_argument("--admin", required=True)
     p.add_argument("--require-key", action="store_true",
                    help=f"require_api_key = true, one key read from ${CLIENT_KEY_ENV}")
+    p.add_argument("--scheme", choices=["http", "https"], default="http",
+                   help="the provider's base_url scheme (base config)")
+    p.add_argument("--ca-file", help="the provider's ca_file: an extra root to trust (base config)")
+    p.add_argument("--http-version", choices=["auto", "http1"],
+                   help="the provider's http_version (base config)")
     p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("ttfb")

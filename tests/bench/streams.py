@@ -2,13 +2,14 @@
 """Load clients for the benchmark scripts that oha cannot play. Standard library only.
 
     streams.py hold --url URL --body FILE --steps 1000,5000 --pid PID[,PID...] --out FILE
-                    [--settle S] [--parallel P] [--timeout S] [--keepalive]
+                    [--settle S] [--parallel P] [--timeout S] [--keepalive] [--upstream-port P]
     streams.py load --url URL --body FILE --requests N [--conns C] [--header H]... --out FILE
 
 `hold` opens streaming requests in steps and keeps them open: each connection sends one
 request, reads the response head and the first `data:` event, then reads nothing more. Once a
 step's streams are all open it waits --settle seconds and records VmRSS of every PID (the node
-first), and their open descriptors. The record starts with the processes' readings before any
+first), their open descriptors and CPU ticks, and with --upstream-port the established TCP
+connections to that port (the node's upstream connections). The record starts with the processes' readings before any
 stream. It answers tests/bench/idle_streams.sh's question: memory per idle long-lived stream.
 With --keepalive each connection instead sends one `GET /v1/models` (answered by the node
 itself), reads the whole answer and stays open as an idle keep-alive connection: the HTTP
@@ -48,9 +49,30 @@ def proc_reading(pid):
                 if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads"):
                     out[key] = int(rest.split()[0])
         out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # utime + stime in clock ticks (fields 14 and 15 of proc(5), after the name).
+        out["cpu_ticks"] = int(fields[11]) + int(fields[12])
     except OSError as e:
         out["error"] = str(e)
     return out
+
+
+def established_to(port):
+    """Established TCP connections to `port` on this machine (IPv4 and IPv6), from
+    /proc/net/tcp*: the node's upstream connections when only the node connects there."""
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[3] == "01" and int(cols[2].rsplit(":", 1)[1], 16) == port:
+                        n += 1
+        except OSError:
+            pass
+    return n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +122,9 @@ async def hold(args):
     steps = [int(s) for s in args.steps.split(",")]
     held = []
     record = {"nofile": raise_nofile(), "steps": []}
-    record["steps"].append({"streams": 0, "procs": [proc_reading(p) for p in pids]})
+    upstream = (lambda: established_to(args.upstream_port)) if args.upstream_port else (lambda: None)
+    record["steps"].append({"streams": 0, "procs": [proc_reading(p) for p in pids],
+                            "upstream_conns": upstream()})
     errors = 0
     sem = asyncio.Semaphore(args.parallel)
 
@@ -120,7 +144,7 @@ async def hold(args):
         opened = time.monotonic() - t0
         await asyncio.sleep(args.settle)
         step = {"streams": len(held), "wanted": n, "errors": errors, "open_s": round(opened, 2),
-                "procs": [proc_reading(p) for p in pids]}
+                "procs": [proc_reading(p) for p in pids], "upstream_conns": upstream()}
         record["steps"].append(step)
         print(f"streams.py: {len(held)} streams open ({errors} failed) in {opened:.1f} s; "
               f"node VmRSS {step['procs'][0].get('VmRSS')} KiB", file=sys.stderr)
@@ -190,6 +214,8 @@ def main():
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--keepalive", action="store_true",
                    help="idle keep-alive connections after one GET /v1/models instead of streams")
+    p.add_argument("--upstream-port", type=int,
+                   help="count established connections to this port at each step")
     p.add_argument("--out", required=True)
     p = sub.add_parser("load")
     p.add_argument("--url", required=True)

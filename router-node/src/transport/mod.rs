@@ -6,12 +6,13 @@
 
 mod body;
 mod client;
+mod h2set;
 mod idle;
 mod io;
 mod pooled;
 
 pub use body::{DRAIN_MAX_BYTES, RespBody, TransportError};
-pub use client::{BuildError, UpstreamClient, build_client};
+pub use client::{BuildError, ClientSettings, UpstreamClient, build_client, build_client_with};
 pub use switchyard_shared::endpoint::Endpoint;
 
 #[cfg(test)]

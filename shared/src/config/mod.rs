@@ -33,6 +33,7 @@ mod strategy_inputs;
 #[cfg(test)]
 mod stream_recovery;
 mod translation;
+mod upstream_transport;
 mod usage_wall;
 mod validate;
 
@@ -63,6 +64,7 @@ pub use server::{
 };
 pub use strategy_inputs::QuotaPreflightConfig;
 pub use translation::{ResponsesApi, TranslationConfig, is_openai_responses_host};
+pub use upstream_transport::HttpVersion;
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

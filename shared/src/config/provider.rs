@@ -84,6 +84,13 @@ pub struct ProviderConfig {
     /// answer holds (ms, 6 h by default; at least 1 s). A success with more tools drops it
     /// earlier.
     pub tool_limit_ttl_ms: u64,
+    /// Extra (not in the contract): the HTTP versions offered to the provider (`auto`: HTTP/2
+    /// by ALPN where an HTTPS provider offers it, else HTTP/1.1; `http1`: HTTP/1.1 only).
+    pub http_version: super::HttpVersion,
+    /// Extra (not in the contract): a PEM file of certificate authorities trusted for this
+    /// provider on top of the platform's roots (a private gateway's or a test CA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
 }
 
 impl Default for ProviderConfig {
@@ -103,6 +110,8 @@ impl Default for ProviderConfig {
             cost_per_1k_tokens: None,
             responses_api: super::ResponsesApi::Auto,
             tool_limit_ttl_ms: DEFAULT_TOOL_LIMIT_TTL_MS,
+            http_version: super::HttpVersion::Auto,
+            ca_file: None,
         }
     }
 }

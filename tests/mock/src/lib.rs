@@ -88,6 +88,7 @@ mod respond;
 mod scan;
 mod server;
 mod stats;
+pub mod tls_front;
 mod usage_wall;
 mod wire;
 

@@ -59,5 +59,6 @@ mod stream_recovery;
 mod streams;
 mod tool_limits;
 mod tracing_otlp;
+mod upstream_h2;
 mod upstream_misbehaviour;
 mod usage_wall;

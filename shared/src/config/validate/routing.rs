@@ -23,6 +23,7 @@ pub(super) fn providers(config: &Config, errors: &mut Collector) {
 }
 
 fn provider_rules(provider: &ProviderConfig, path: &str, errors: &mut Collector) {
+    crate::config::upstream_transport::validate(provider, path, errors);
     if provider.id.is_empty() {
         errors.push(format!("{path}.id"), "is required");
     } else if !is_provider_id(&provider.id) {
