@@ -27,6 +27,7 @@ mod probe;
 mod queue_pause;
 mod redis_cluster;
 mod sentinel;
+mod sentinel_switch;
 mod settings;
 mod store_faults;
 mod supervision;
