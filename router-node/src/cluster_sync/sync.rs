@@ -12,11 +12,17 @@
 //!
 //! The resync itself (incremental through the change log, or a full scan) is in
 //! [`super::resync`].
+//!
+//! In sentinel mode the task also hears the sentinels' `+switch-master`: on it, the store asks
+//! the sentinel for the master again and the subscriber is built again on the new one at once,
+//! instead of on the next reconcile tick (5 s) as before.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_shared::store::{Subscriber, SubscriberEvent, SubscriberHandle};
+use switchyard_shared::store::{
+    MasterSwitch, MasterSwitches, Subscriber, SubscriberEvent, SubscriberHandle,
+};
 use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
 use tokio::sync::mpsc;
 
@@ -51,6 +57,9 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
         tokio::time::sleep(wait).await;
         wait = next_subscribe_retry(wait);
     };
+    // Sentinel mode: the sentinels' `+switch-master`, so a failover is followed as announced
+    // rather than on the next reconcile tick (which stays as the fallback).
+    let mut switches = cluster.store.master_switches();
     let mut reconcile = tokio::time::interval(RECONCILE_INTERVAL);
     reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported_drops = 0;
@@ -82,6 +91,14 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
                 }
                 cluster.metrics.set_degraded(cluster.degraded());
             }
+            Some(switch) = next_switch(&mut switches) => {
+                if let Some((new_rx, new_handle)) = follow_switch(&cluster, &channel, switch, &mut switches).await {
+                    rx = new_rx;
+                    handle = new_handle;
+                    reported_drops = 0;
+                }
+                cluster.metrics.set_degraded(cluster.degraded());
+            }
             _ = reconcile.tick() => {
                 if cluster.sync.subscribed() {
                     let mut inbox = Inbox { rx: &mut rx, runtime: &runtime, again: false };
@@ -107,6 +124,41 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource) {
             }
         }
     }
+}
+
+/// The next master switch, or never (not in sentinel mode).
+async fn next_switch(switches: &mut Option<MasterSwitches>) -> Option<MasterSwitch> {
+    match switches {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Follows a master switch: the store asks the sentinel again, leases and permits are told
+/// (they re-assert what this node holds before relying on the new master), and the events
+/// subscriber is built again on the new master; its `Connected` brings the resync. `None` when
+/// no master answers yet: the reconcile tick tries again.
+async fn follow_switch(
+    cluster: &Cluster,
+    channel: &str,
+    switch: MasterSwitch,
+    switches: &mut Option<MasterSwitches>,
+) -> Option<(mpsc::Receiver<SubscriberEvent>, SubscriberHandle)> {
+    // Every sentinel announces the same switch: one is enough.
+    while switches
+        .as_mut()
+        .and_then(MasterSwitches::try_next)
+        .is_some()
+    {}
+    tracing::info!(old = %switch.old, new = %switch.new, "the sentinels switched the Redis master; following it");
+    cluster.store.follow_master_switch();
+    cluster.master_switched();
+    cluster.sync.set_subscribed(false);
+    let subscriber = spawn_subscriber(cluster, channel).await;
+    if subscriber.is_none() {
+        tracing::warn!("no master answers yet after the switch; retrying on the next tick");
+    }
+    subscriber
 }
 
 /// First wait before asking again for a master to subscribe on.

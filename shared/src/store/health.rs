@@ -99,6 +99,12 @@ impl HealthTracker {
         }
     }
 
+    /// News that Redis is back (the sentinels named a new master): while `Down`, the next call
+    /// goes through as a probe at once instead of after the retry interval.
+    pub fn probe_now(&mut self) {
+        self.last_attempt_while_down = None;
+    }
+
     /// A call succeeded. Returns the transition, if any.
     pub fn on_success(&mut self) -> Option<(RedisState, RedisState)> {
         self.consecutive_failures = 0;

@@ -54,6 +54,7 @@ pub mod permits;
 mod redis_store;
 mod replies;
 mod sentinel;
+pub mod sentinel_watch;
 pub mod settings;
 mod url;
 
@@ -81,5 +82,6 @@ pub use lockouts::{LockoutApplied, LockoutRecord};
 pub use membership::Membership;
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};
+pub use sentinel_watch::{MasterSwitch, MasterSwitches};
 pub use settings::SettingsWrite;
 pub use url::{REDIS_URL_ENV, effective_url, redact_url};

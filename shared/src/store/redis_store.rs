@@ -44,6 +44,7 @@ use super::fault::RedisFault;
 use super::health::{HealthPolicy, HealthTracker, RedisState};
 use super::keys::KeySpace;
 use super::sentinel::{SentinelTarget, SentinelUrl};
+use super::sentinel_watch::MasterSwitches;
 use crate::Millis;
 
 /// Where Redis is and how long a command may take.
@@ -210,6 +211,26 @@ impl RedisStore {
     /// Whether the store finds its server through Redis Sentinel.
     pub fn is_sentinel(&self) -> bool {
         matches!(self.topology, Topology::Sentinel(_))
+    }
+
+    /// In sentinel mode, the master switches the sentinels announce (see
+    /// [`super::sentinel_watch`]); `None` in the other modes.
+    pub fn master_switches(&self) -> Option<MasterSwitches> {
+        match &self.topology {
+            Topology::Sentinel(s) => {
+                Some(MasterSwitches::spawn(&s.sentinels, &s.master, self.timeout))
+            }
+            Topology::Server | Topology::Cluster { .. } => None,
+        }
+    }
+
+    /// Follows a master switch the sentinels announced: every lane asks the sentinel again on
+    /// its next command, and a store held for down probes at once.
+    pub fn follow_master_switch(&self) {
+        self.forget_connections();
+        if let Ok(mut h) = self.health.lock() {
+            h.probe_now();
+        }
     }
 
     /// Whether the store runs on a Redis Cluster.

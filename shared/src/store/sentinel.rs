@@ -109,7 +109,9 @@ impl SentinelUrl {
 /// The sentinels of one monitored master.
 pub(crate) struct SentinelTarget {
     sentinel: tokio::sync::Mutex<Sentinel>,
-    master: String,
+    pub master: String,
+    /// `redis://host:port` of every sentinel, for their switch events.
+    pub sentinels: Vec<String>,
     node: SentinelNodeConnectionInfo,
     /// The first sentinel's URL: the client handed out before the master is known.
     pub first: String,
@@ -122,6 +124,7 @@ impl SentinelTarget {
         Ok(Self {
             sentinel: tokio::sync::Mutex::new(sentinel),
             master: url.master.clone(),
+            sentinels: url.sentinels.clone(),
             node: url.node_info(),
             first: url.sentinels.first().cloned().unwrap_or_default(),
         })

@@ -28,6 +28,7 @@ mod queue_pause;
 mod redis_cluster;
 mod redis_cluster_failover;
 mod sentinel;
+mod sentinel_switch;
 mod settings;
 mod store_faults;
 mod supervision;
