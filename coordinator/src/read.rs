@@ -176,14 +176,16 @@ pub async fn read_all_lockouts(
     if conns.is_empty() {
         return Ok(Vec::new());
     }
-    let mut pipe = redis::pipe();
-    for conn in conns {
-        pipe.cmd("SCARD").arg(store.keys().lockout_index(conn));
-    }
-    let counts: Vec<Value> = store
-        .run("coordinator_lockout_index", |mut con| async move {
-            pipe.query_async(&mut con).await
+    let cmds = conns
+        .iter()
+        .map(|conn| {
+            let mut cmd = redis::cmd("SCARD");
+            cmd.arg(store.keys().lockout_index(conn));
+            cmd
         })
+        .collect();
+    let counts: Vec<Value> = store
+        .read_pipeline("coordinator_lockout_index", cmds)
         .await?;
     let with_lockouts: Vec<&str> = conns
         .iter()

@@ -339,29 +339,27 @@ impl RedisStore {
         Ok(states)
     }
 
+    /// `HMGET` of the fields a connection's state is read from.
+    fn state_fields(&self, conn: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.keys().connection(conn))
+            .arg("until")
+            .arg("level")
+            .arg("reason")
+            .arg("terminal")
+            .arg("ver")
+            .arg("reinstated");
+        cmd
+    }
+
     async fn read_state_chunk(&self, conns: &[&str]) -> Result<Vec<ConnState>, StoreError> {
         const CMD: &str = "read_connections";
         if conns.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("TIME");
-        for conn in conns {
-            pipe.cmd("HMGET")
-                .arg(self.keys().connection(conn))
-                .arg("until")
-                .arg("level")
-                .arg("reason")
-                .arg("terminal")
-                .arg("ver")
-                .arg("reinstated");
-        }
-        let reply: Vec<Value> = self
-            .run_bulk(
-                CMD,
-                |mut con| async move { pipe.query_async(&mut con).await },
-            )
-            .await?;
+        let mut cmds = vec![redis::cmd("TIME")];
+        cmds.extend(conns.iter().map(|conn| self.state_fields(conn)));
+        let reply = self.read_pipeline(CMD, cmds).await?;
         if reply.len() != conns.len() + 1 {
             return Err(super::replies::protocol(
                 CMD,

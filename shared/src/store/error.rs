@@ -68,12 +68,17 @@ impl StoreError {
         }
     }
 
+    /// Whether Redis Cluster pointed the call elsewhere (see [`RedisFault::redirected`]).
+    pub fn redirected(&self) -> bool {
+        matches!(self, Self::Redis { fault, .. } if fault.redirected())
+    }
+
     /// Whether the call proves the link down (counted by the store's health gate). A server
     /// that refuses writes (`OOM`, `READONLY`) still answers reads: it is not down.
     pub fn link_failed(&self) -> bool {
         match self {
             Self::Timeout { .. } => true,
-            Self::Redis { fault, .. } => !fault.server_serving(),
+            Self::Redis { fault, .. } => !fault.server_serving() && !fault.redirected(),
             Self::Unavailable | Self::Protocol { .. } | Self::Config(_) => false,
         }
     }

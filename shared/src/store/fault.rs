@@ -156,6 +156,13 @@ impl RedisFault {
         )
     }
 
+    /// Whether the cluster is serving and only pointed elsewhere: a slot moved or is moving
+    /// (`MOVED`, `ASK`) or a multi-key command met a half-moved slot (`TRYAGAIN`). The link is
+    /// not down; the same keys read one by one, each redirected, succeed.
+    pub fn redirected(self) -> bool {
+        matches!(self, Self::Moved | Self::Ask | Self::TryAgain)
+    }
+
     /// Whether the node should look for the master again (Sentinel mode): the server it
     /// talks to may no longer be the master (`READONLY`), or may be gone.
     pub fn master_may_have_moved(self) -> bool {

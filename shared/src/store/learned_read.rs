@@ -122,16 +122,13 @@ impl RedisStore {
         fields: &[&str],
     ) -> Result<(Millis, Vec<Vec<Value>>), StoreError> {
         let n = keys.len();
-        let mut pipe = redis::pipe();
-        pipe.cmd("TIME");
+        let mut cmds = vec![redis::cmd("TIME")];
         for key in keys {
-            pipe.cmd("HMGET").arg(key).arg(fields);
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(key).arg(fields);
+            cmds.push(cmd);
         }
-        let reply: Vec<Value> = self
-            .run_bulk(command, |mut con| async move {
-                pipe.query_async(&mut con).await
-            })
-            .await?;
+        let reply = self.read_pipeline(command, cmds).await?;
         if reply.len() != n + 1 {
             return Err(protocol(command, "reply count differs from the key count"));
         }

@@ -225,15 +225,21 @@ impl RedisStore {
         if conns.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for conn in conns {
-            pipe.cmd("SMEMBERS").arg(self.keys().lockout_index(conn));
-        }
-        let members: Vec<Vec<String>> = self
-            .run_bulk("lockout_index", |mut con| async move {
-                pipe.query_async(&mut con).await
+        let cmds = conns
+            .iter()
+            .map(|conn| {
+                let mut cmd = redis::cmd("SMEMBERS");
+                cmd.arg(self.keys().lockout_index(conn));
+                cmd
             })
-            .await?;
+            .collect();
+        let members: Vec<Vec<String>> = self
+            .read_pipeline("lockout_index", cmds)
+            .await?
+            .into_iter()
+            .map(redis::from_redis_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| protocol(CMD, e.to_string()))?;
         if members.len() != conns.len() {
             return Err(protocol(CMD, "SMEMBERS reply count"));
         }

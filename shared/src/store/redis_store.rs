@@ -280,6 +280,60 @@ impl RedisStore {
         self.run_on(Lane::Bulk, command, f).await
     }
 
+    /// A read pipeline of plain commands (none ignored, not a transaction) on the bulk lane,
+    /// one reply per command. When Redis Cluster points it elsewhere (a slot on the move: the
+    /// keys that already left answer `MOVED`/`ASK`, which the cluster client does not follow
+    /// inside a pipeline), the same commands run one at a time, each redirected like any
+    /// single command, so the resync keeps reading through a migration.
+    pub async fn read_pipeline(
+        &self,
+        command: &'static str,
+        cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<redis::Value>, StoreError> {
+        self.read_pipeline_on(Lane::Bulk, command, cmds).await
+    }
+
+    /// [`RedisStore::read_pipeline`] on the request lane.
+    pub(crate) async fn read_pipeline_now(
+        &self,
+        command: &'static str,
+        cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<redis::Value>, StoreError> {
+        self.read_pipeline_on(Lane::Request, command, cmds).await
+    }
+
+    async fn read_pipeline_on(
+        &self,
+        lane: Lane,
+        command: &'static str,
+        cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<redis::Value>, StoreError> {
+        let mut pipe = redis::pipe();
+        for cmd in &cmds {
+            pipe.add_command(cmd.clone());
+        }
+        match self
+            .run_on(lane, command, |mut con| async move {
+                pipe.query_async(&mut con).await
+            })
+            .await
+        {
+            Err(e) if e.redirected() => {
+                let mut out = Vec::with_capacity(cmds.len());
+                for cmd in cmds {
+                    out.push(
+                        self.run_on(lane, command, |mut con| async move {
+                            cmd.query_async(&mut con).await
+                        })
+                        .await?,
+                    );
+                }
+                Ok(out)
+            }
+            other => other,
+        }
+    }
+
     /// [`RedisStore::run`] for a write that [`RedisStore::replicate`] follows: in Sentinel and
     /// Cluster mode on the write lane, which `replicate` waits on, so its `WAIT` never blocks
     /// the connection the request path uses. With a single server nothing waits, and the

@@ -276,13 +276,14 @@ async fn operator_clear(node: &NodeProcess, conn: &str) -> (u16, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-// Finding (this test fails on this branch): while the slot is half moved, the resync's
-// pipelined read (`read_connections`: TIME + one HMGET per connection, sent as one pipeline)
-// fails with `Moved: <slot> <source>` on every attempt: a pipeline whose keys are split between
-// the migrating and the importing node cannot be served by either, and the cluster client does
-// not split it. The nodes' Redis link goes degraded/down for the whole migration and a cooldown
-// given meanwhile does not reach the other nodes. Run it with `--run-ignored only`.
-#[ignore = "finding: pipelined reads fail with MOVED while a slot migrates (see the comment)"]
+// Finding, still open (run it with `--run-ignored only`): while the slot is half moved, the
+// resync's pipelined reads failed with `Moved: <slot> <source>` on every attempt (a pipeline
+// whose keys are split between the migrating and the importing node cannot be served by
+// either, and the cluster client does not split it). Those reads now fall back to one command
+// per key (`RedisStore::read_pipeline`), and the MOVED errors are gone, but a cooldown given
+// during the migration still does not reach the other nodes within the deadline; the nodes'
+// logs show the cluster client's slot refresh beginning again and again.
+#[ignore = "finding: a cooldown given while a slot migrates does not spread (see the comment)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_migrating_under_load_keeps_redis_and_every_node_on_one_state() {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();

@@ -20,11 +20,11 @@ impl RedisStore {
         if providers.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("TIME");
+        let mut cmds = vec![redis::cmd("TIME")];
         for provider in providers {
             let [b, _, pr] = self.breaker_keys(provider);
-            pipe.cmd("HMGET").arg(b).arg(&[
+            let mut fields = redis::cmd("HMGET");
+            fields.arg(b).arg(&[
                 "phase",
                 "gen",
                 "cycles",
@@ -33,14 +33,11 @@ impl RedisStore {
                 "last_failure",
                 "quiet",
             ]);
-            pipe.cmd("PTTL").arg(pr);
+            let mut ttl = redis::cmd("PTTL");
+            ttl.arg(pr);
+            cmds.extend([fields, ttl]);
         }
-        let reply: Vec<Value> = self
-            .run(
-                CMD,
-                |mut con| async move { pipe.query_async(&mut con).await },
-            )
-            .await?;
+        let reply: Vec<Value> = self.read_pipeline_now(CMD, cmds).await?;
         if reply.len() != 1 + 2 * providers.len() {
             return Err(protocol(
                 CMD,
