@@ -266,9 +266,9 @@ impl Dec<'_> {
                     opt_str(b, "source", path)?.unwrap_or_default()
                 );
                 if let Some(c) = field(b, "content") {
-                    for t in self.blocks(c, &join(path, "content"))? {
-                        if let Block::Text(t) = t {
-                            text.push_str("\n");
+                    for b in self.blocks(c, &join(path, "content"))? {
+                        if let Block::Text(t) = b {
+                            text.push('\n');
                             text.push_str(&t);
                         }
                     }

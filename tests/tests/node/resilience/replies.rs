@@ -107,20 +107,19 @@ async fn every_reply_has_routing_headers_and_typed_errors() {
     r.assert_error(404, "not_found");
 
     // Anthropic's envelope, with `code` inside `error`: an Anthropic request to an
-    // OpenAI-format provider is translated, and a parameter chat cannot carry is a 400.
+    // OpenAI-format provider is translated, and a malformed message is a 400 naming it.
     let body = serde_json::json!({
         "model": "p/mock-model",
         "max_tokens": 16,
-        "top_k": 5,
-        "messages": [{"role": "user", "content": "hi"}],
+        "messages": [{"content": "hi"}],
     });
     let r = node
         .post("/v1/messages", "application/json", body.to_string())
         .await;
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.json["type"], "error", "{r:?}");
-    assert_eq!(r.json["error"]["code"], "unsupported_parameter", "{r:?}");
-    assert_eq!(r.json["error"]["param"], "top_k", "{r:?}");
+    assert_eq!(r.json["error"]["code"], "invalid_parameter", "{r:?}");
+    assert_eq!(r.json["error"]["param"], "messages[0].role", "{r:?}");
     assert_envelope(&r.json["error"], &r.text);
 }
 
