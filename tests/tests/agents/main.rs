@@ -14,8 +14,9 @@
 //! pool); `endpoints.rs` checks the other endpoints and the translation policy on the fields
 //! the agents send.
 //!
-//! The agents need Node.js; when `node`/`npm` or the installed agents are missing the tests
-//! say so and pass without running (`tests/run.sh` installs them).
+//! The agents need Node.js and `npm ci` in `tests/agents` (`tests/run.sh` installs both). When
+//! they are missing a test fails under CI and naming the install command, and elsewhere skips
+//! with a loud banner (`switchyard_tests::prerequisite`).
 
 #![allow(
     clippy::unwrap_used,
@@ -40,6 +41,7 @@ use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{
     AgentScript, MockConfig, MockHandle, MockUpstream, ToolCallSpec,
 };
+use switchyard_tests::prerequisite;
 use switchyard_tests::python::run;
 
 use support::http::*;
@@ -59,8 +61,8 @@ fn agent_bin(name: &str) -> PathBuf {
     agents_dir().join("node_modules").join(".bin").join(name)
 }
 
-/// Why the agents cannot run here, if they cannot.
-fn missing_agents() -> Option<String> {
+/// Why the agents cannot run here, if they cannot, and the command that fixes it.
+fn missing_agents() -> Option<(String, &'static str)> {
     for tool in ["node", "npm"] {
         let (ok, out) = run(
             Command::new(tool).arg("--version"),
@@ -68,28 +70,31 @@ fn missing_agents() -> Option<String> {
             tool,
         );
         if !ok {
-            return Some(format!("`{tool}` is not available ({})", out.trim()));
+            return Some((
+                format!("`{tool}` is not available ({})", out.trim()),
+                "apt-get install nodejs npm, then `npm ci` in tests/agents (tests/run.sh does both)",
+            ));
         }
     }
     for bin in ["claude", "codex"] {
         if !agent_bin(bin).exists() {
-            return Some(format!(
-                "{} is not installed: run `npm ci` in tests/agents",
-                agent_bin(bin).display()
+            return Some((
+                format!("{} is not installed", agent_bin(bin).display()),
+                "`npm ci` in tests/agents (tests/run.sh runs it)",
             ));
         }
     }
     None
 }
 
+/// `true` when `test` cannot run here: it then skips loudly, or fails under CI.
 fn skip(test: &str) -> bool {
-    match missing_agents() {
-        Some(why) => {
-            println!("SKIPPED {test}: {why}");
-            true
-        }
-        None => false,
-    }
+    let missing = missing_agents();
+    let (why, install) = match &missing {
+        Some((why, install)) => (Some(why.as_str()), *install),
+        None => (None, ""),
+    };
+    !prerequisite::require(test, why, install)
 }
 
 async fn agent_mock(tool: &str, arguments: Value, serve_responses: bool) -> MockHandle {
