@@ -71,7 +71,7 @@ mod tests {
 
     fn config(extra: &str) -> Result<Config, String> {
         let text = format!(
-            "[[providers]]\nid = \"p\"\nbase_url = \"https://p.example/v1\"\n{extra}\n\
+            "[auth]\nrequire_api_key = false\n\n[[providers]]\nid = \"p\"\nbase_url = \"https://p.example/v1\"\n{extra}\n\
              [[connections]]\nid = \"c\"\nprovider = \"p\"\napi_key_env = \"K\"\n"
         );
         Config::from_toml_str(&text).map_err(|e| e.to_string())
