@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use switchyard_tests::mock_upstream::FaultSpec;
 
 use crate::error_semantics::{Setup, prelude, setup};
-use crate::support::{STATE_DEADLINE, eventually};
 use crate::support::http::*;
+use crate::support::{STATE_DEADLINE, eventually};
 
 const KEY_A: &str = "sk-tool-limits-a-0001";
 const KEY_B: &str = "sk-tool-limits-b-0002";
@@ -206,7 +206,10 @@ async fn a_success_above_the_learned_limit_drops_it() {
         (s.mock.stats().in_flight_by_key.get(KEY_A).copied() == Some(1)).then_some(())
     })
     .await;
-    assert!(in_flight.is_some(), "the slow request never reached the mock");
+    assert!(
+        in_flight.is_some(),
+        "the slow request never reached the mock"
+    );
     let r = s.post("/v1/chat/completions", &direct_body(3)).await;
     assert_eq!(r.status, 400, "{r:#?}");
     let v = s.admin("/api/resilience/tool-limits").await;
