@@ -130,8 +130,13 @@ async fn scripted_mock(
 
 /// A node with one provider `p` of `format` serving `model` at the mock.
 async fn node_for(mock: &MockHandle, format: &str, model: &str) -> NodeProcess {
+    node_with(mock, format, model, "").await
+}
+
+/// [`node_for`] with more config (`extra`: whole tables, such as a combo) after it.
+async fn node_with(mock: &MockHandle, format: &str, model: &str, extra: &str) -> NodeProcess {
     let config = format!(
-        "{}{}{}",
+        "{}{}{}{extra}",
         open_auth_no_queue(),
         provider("p", format, &mock.base_url(), &[model], "", ""),
         connection("p-k1", "p", "AGENT_UPSTREAM_KEY", ""),

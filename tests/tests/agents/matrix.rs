@@ -21,10 +21,9 @@ use serde_json::{Value, json};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::MockHandle;
 
-use crate::support::http::*;
 use crate::{
     AgentDirs, CLAUDE_MODEL, agent_mock, agents_dir, assert_every_upstream_route,
-    assert_round_trip, codex_config, offline_command, run_agent, skip,
+    assert_round_trip, codex_config, node_with, offline_command, run_agent, skip,
 };
 
 /// The combo name the README's examples use.
@@ -111,17 +110,9 @@ fn upstream_model(format: &str) -> &'static str {
 /// `coding` whose one target is that model.
 async fn matrix_node(mock: &MockHandle, format: &str) -> NodeProcess {
     let model = upstream_model(format);
-    let config = format!(
-        "{}{}{}\n[[combos]]\nname = \"{COMBO}\"\ntargets = [{{ target = \"p/{model}\" }}]\n",
-        open_auth_no_queue(),
-        provider("p", format, &mock.base_url(), &[model], "", ""),
-        connection("p-k1", "p", "AGENT_UPSTREAM_KEY", ""),
-    );
-    start_node(
-        config,
-        env(&[("AGENT_UPSTREAM_KEY", "sk-agent-upstream-0000000001")]),
-    )
-    .await
+    let combo =
+        format!("\n[[combos]]\nname = \"{COMBO}\"\ntargets = [{{ target = \"p/{model}\" }}]\n");
+    node_with(mock, format, model, &combo).await
 }
 
 /// Runs one cell: `agent` asks the node for `model` (a name the README documents) on a
