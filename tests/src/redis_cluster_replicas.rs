@@ -139,6 +139,9 @@ pub fn manual_failover(cluster: &RedisCluster, slot: u16) -> std::io::Result<(u1
             cli(replica, &["ROLE"]).is_ok_and(|s| s.starts_with("master"))
                 && cli(old, &["ROLE"]).is_ok_and(|s| s.starts_with("slave"))
                 && settled(cluster, slot, replica)
+                // The demoted master is listed as the new one's replica, so a crash of the new
+                // master right after has a replica to promote.
+                && cluster.replicas_of(replica).contains(&old)
         },
     )?;
     Ok((old, replica))
