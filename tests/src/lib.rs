@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod coordinator_process;
 pub mod fault_proxy;
 pub mod harness;
+pub mod load_tally;
 pub mod prerequisite;
 pub mod python;
 pub mod redis_cluster_replicas;

@@ -23,6 +23,7 @@ use crate::sync::{body, chat, client, health, key_env, store};
 use serde_json::{Value, json};
 use switchyard_tests::cluster::{MGMT_KEY, cluster_degraded_async, start_node};
 use switchyard_tests::harness::NodeProcess;
+use switchyard_tests::load_tally::Tally as Seen;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
 use switchyard_tests::redis_cluster_replicas::{
     keys_in_slot, manual_failover, migrate_slot, other_master,
@@ -71,17 +72,6 @@ async fn start(mock: &MockHandle, conns: usize) -> (RedisCluster, Vec<NodeProces
     (topo, nodes, slot)
 }
 
-/// What the load saw: every request sent is counted once, in exactly one of these.
-#[derive(Debug, Default)]
-struct Seen {
-    sent: usize,
-    ok: usize,
-    /// Errors with a status, `error.type` and `error.code`.
-    definite: Vec<(u16, String)>,
-    /// Errors without them, or no answer within the deadline.
-    lost: Vec<String>,
-}
-
 /// Chats to `nodes` in turn until `stop`, each with [`DEADLINE`].
 async fn load(nodes: Vec<String>, stop: Arc<AtomicBool>) -> Seen {
     let http = reqwest::Client::builder()
@@ -95,54 +85,14 @@ async fn load(nodes: Vec<String>, stop: Arc<AtomicBool>) -> Seen {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let url = &nodes[i % nodes.len()];
-        seen.sent += 1;
-        let sent = http
-            .post(format!("{url}/v1/chat/completions"))
-            .json(&json!({"model": "p/m", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await;
-        match sent {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let body: Value = resp.json().await.unwrap_or(Value::Null);
-                let error = &body["error"];
-                if status == 200 && body["choices"][0]["message"]["content"].is_string() {
-                    seen.ok += 1;
-                } else if status >= 400 && error["type"].is_string() && error["code"].is_string() {
-                    seen.definite
-                        .push((status, error["code"].as_str().unwrap().to_owned()));
-                } else {
-                    seen.lost.push(format!("{url}: {status} {body}"));
-                }
-            }
-            Err(e) => seen.lost.push(format!("{url}: {e}")),
-        }
+        seen.chat_once(&http, &nodes[i % nodes.len()]).await;
         tokio::time::sleep(Duration::from_millis(15)).await;
     }
     seen
 }
 
 fn assert_no_request_lost(seen: &Seen, what: &str) {
-    eprintln!(
-        "{what}: {} sent, {} ok, {} definite errors {:?}, {} lost",
-        seen.sent,
-        seen.ok,
-        seen.definite.len(),
-        seen.definite.iter().take(5).collect::<Vec<_>>(),
-        seen.lost.len()
-    );
-    assert_eq!(
-        seen.sent,
-        seen.ok + seen.definite.len() + seen.lost.len(),
-        "every request is counted once"
-    );
-    assert!(
-        seen.lost.is_empty(),
-        "{what}: requests without a definite answer: {:?}",
-        seen.lost
-    );
-    assert!(seen.ok > 20, "{what}: too few requests served: {seen:?}");
+    seen.assert_none_lost(what, 20);
 }
 
 /// A 429 (Retry-After 120 s) on `key` met through `from`; returns how long until every node

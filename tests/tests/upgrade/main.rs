@@ -33,6 +33,7 @@ use support::http::{cluster_provider, connection, queue_and_wait_off};
 use support::{STATE_DEADLINE, eventually};
 use switchyard_shared::store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::harness::workspace_bin;
+use switchyard_tests::load_tally::Tally as Seen;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
 use switchyard_tests::redis_server::RedisServer;
 
@@ -132,15 +133,6 @@ fn store(url: &str) -> RedisStore {
     .unwrap()
 }
 
-/// What the load saw; every request sent is in exactly one bucket.
-#[derive(Debug, Default)]
-struct Seen {
-    sent: usize,
-    ok: usize,
-    definite: Vec<(u16, String)>,
-    lost: Vec<String>,
-}
-
 /// The endpoints the load balances over (a Service's ready endpoints), by node slot.
 type Endpoints = Arc<RwLock<Vec<Option<String>>>>;
 
@@ -168,29 +160,7 @@ async fn worker(endpoints: Endpoints, stop: Arc<AtomicBool>, offset: usize) -> S
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         }
-        let url = &ready[i % ready.len()];
-        seen.sent += 1;
-        let sent = http
-            .post(format!("{url}/v1/chat/completions"))
-            .json(&json!({"model": "p/m", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await;
-        match sent {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let body: Value = resp.json().await.unwrap_or(Value::Null);
-                let error = &body["error"];
-                if status == 200 && body["choices"][0]["message"]["content"].is_string() {
-                    seen.ok += 1;
-                } else if status >= 400 && error["type"].is_string() && error["code"].is_string() {
-                    seen.definite
-                        .push((status, error["code"].as_str().unwrap().to_owned()));
-                } else {
-                    seen.lost.push(format!("{url}: {status} {body}"));
-                }
-            }
-            Err(e) => seen.lost.push(format!("{url}: {e}")),
-        }
+        seen.chat_once(&http, &ready[i % ready.len()]).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     seen
@@ -418,27 +388,9 @@ async fn a_rolling_upgrade_from_the_previous_release_loses_no_request_and_no_sta
     stop.store(true, Ordering::Relaxed);
     let mut seen = Seen::default();
     for w in workers {
-        let s = w.await.unwrap();
-        seen.sent += s.sent;
-        seen.ok += s.ok;
-        seen.definite.extend(s.definite);
-        seen.lost.extend(s.lost);
+        seen.merge(w.await.unwrap());
     }
-    eprintln!(
-        "rolling upgrade: {} requests, {} ok, {} definite errors {:?}, {} lost",
-        seen.sent,
-        seen.ok,
-        seen.definite.len(),
-        seen.definite.iter().take(5).collect::<Vec<_>>(),
-        seen.lost.len()
-    );
-    assert_eq!(seen.sent, seen.ok + seen.definite.len() + seen.lost.len());
-    assert!(
-        seen.lost.is_empty(),
-        "requests lost during the rolling upgrade: {:?}",
-        seen.lost
-    );
-    assert!(seen.ok > 100, "too little load: {seen:?}");
+    seen.assert_none_lost("rolling upgrade", 100);
 
     // No state went back: k0's cooldown still runs its course (never shortened, the backoff
     // level never lower), k1 is still terminal, on every new node and in Redis.
