@@ -13,7 +13,7 @@
 #   chart checks build their own virtualenvs under target/ from PyPI on first use), and
 #   nodejs and npm when tests/agents/ exists;
 # - cargo-nextest, with `cargo install --locked`;
-# - tests/agents/'s npm packages (`npm ci`, again only when its package-lock.json changed).
+# - tests/agents/'s npm packages (from its lock file, again only when the lock changed).
 #
 # apt-get needs root: run it as root (CI) or with sudo available.
 set -euo pipefail
@@ -54,15 +54,28 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 
-# The coding-agent tests drive the real agents from npm, pinned by the lock file. `npm ci`
-# wipes node_modules, so it runs only when the lock file differs from the one last installed.
+# The coding-agent tests drive the real agents from npm, pinned by the lock file. It installs
+# only when the lock file differs from the one last installed.
+#
+# Not `npm ci`: Qwen Code lists optional per-platform packages that the registry does not
+# serve (`@teddyzhu/clipboard-darwin-*` answer 404). `npm install` skips them and writes a
+# lock without them, and `npm ci` then refuses that same lock as "not in sync". So this is a
+# clean `npm install` that may not touch the lock (`--no-save`), checked afterwards: `npm ls`
+# fails when any pinned package is missing or at another version, and the lock's hash must
+# not have moved.
 if [ -f "$agents/package.json" ]; then
   stamp="$agents/node_modules/.installed-lock.sha256"
   want="$(sha256sum "$agents/package-lock.json" 2>/dev/null | cut -d' ' -f1 || true)"
   if [ -z "$want" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "== tests/run.sh: npm ci in $agents"
-    (cd "$agents" && npm ci --no-audit --no-fund)
-    if [ -n "$want" ]; then echo "$want" >"$stamp"; fi
+    echo "== tests/run.sh: npm install (from the lock) in $agents"
+    rm -rf "$agents/node_modules"
+    (cd "$agents" && npm install --no-save --no-audit --no-fund && npm ls --depth=0)
+    now="$(sha256sum "$agents/package-lock.json" | cut -d' ' -f1)"
+    if [ "$now" != "$want" ]; then
+      echo "tests/run.sh: npm install changed $agents/package-lock.json" >&2
+      exit 2
+    fi
+    echo "$want" >"$stamp"
   fi
 fi
 

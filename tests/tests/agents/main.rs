@@ -1,5 +1,5 @@
 //! Real coding agents end to end through the node: Claude Code (`claude -p`) and Codex
-//! (`codex exec`), pinned in `tests/agents/package.json` and installed with `npm ci` into
+//! (`codex exec`), pinned in `tests/agents/package.json` and installed from the lock file into
 //! `tests/agents/node_modules`.
 //!
 //! Each test starts a mock upstream that plays a model asking for one tool call and then
@@ -14,7 +14,7 @@
 //! pool); `endpoints.rs` checks the other endpoints and the translation policy on the fields
 //! the agents send.
 //!
-//! The agents need Node.js and `npm ci` in `tests/agents` (`tests/run.sh` installs both). When
+//! The agents need Node.js and an install of `tests/agents` from its lock (`tests/run.sh` installs both). When
 //! they are missing a test fails under CI and naming the install command, and elsewhere skips
 //! with a loud banner (`switchyard_tests::prerequisite`).
 
@@ -72,7 +72,7 @@ fn missing_agents() -> Option<(String, &'static str)> {
         if !ok {
             return Some((
                 format!("`{tool}` is not available ({})", out.trim()),
-                "apt-get install nodejs npm, then `npm ci` in tests/agents (tests/run.sh does both)",
+                "apt-get install nodejs npm, then tests/run.sh (it installs tests/agents from its lock)",
             ));
         }
     }
@@ -80,7 +80,7 @@ fn missing_agents() -> Option<(String, &'static str)> {
         if !agent_bin(bin).exists() {
             return Some((
                 format!("{} is not installed", agent_bin(bin).display()),
-                "`npm ci` in tests/agents (tests/run.sh runs it)",
+                "the install of tests/agents from its lock (tests/run.sh runs it)",
             ));
         }
     }

@@ -124,14 +124,14 @@ async fn cell(agent: Agent, format: &str, model: &str) {
     }
     assert!(
         agent.path().exists(),
-        "{what}: {} is missing; run `npm ci` in tests/agents",
+        "{what}: {} is missing; run tests/run.sh (it installs tests/agents from its lock)",
         agent.path().display()
     );
     let want = agent.label.rsplit(' ').next().unwrap_or_default();
     assert_eq!(
         agent.installed_version(),
         want,
-        "{what}: another version is installed; run `npm ci` in tests/agents"
+        "{what}: another version is installed; run tests/run.sh (it installs tests/agents from its lock)"
     );
     let (tool, args, serve_responses) = match agent.package {
         p if p.contains("claude-code") => (
