@@ -1,16 +1,18 @@
-//! The routing fields of a client request body, found without parsing the whole document.
+//! The routing fields of a client request body, found without building the document.
 //!
 //! The gateway forwards the client's JSON unchanged except for the `model` field (a client's
 //! `provider/model` or combo name becomes the bare upstream model). Parsing the whole document
-//! into a tree would cost an allocation per node; instead the top-level object is read as
-//! borrowed raw values (`serde_json::value::RawValue`), which validates the JSON, finds the few
-//! fields routing needs, and lets the body be re-emitted by splicing one value.
+//! into a tree would cost an allocation per node; instead the top-level object is read key by
+//! key: the few fields routing needs are kept as borrowed raw values
+//! (`serde_json::value::RawValue`), so the body can be re-emitted by splicing one value, and
+//! every other value goes through serde_json's full parse and is dropped as it is read.
 //!
-//! Raw values are skipped without the checks serde_json's full parse makes (nesting depth,
-//! paired `\u` surrogates, numbers within `f64`'s range); `strict` adds them in one more pass
-//! without recursion, so the scan refuses exactly what `serde_json::from_slice::<Value>`
-//! refuses. `reference` is that full parse, and the tests and the fuzz suite hold the two to
-//! the same answers on any bytes.
+//! The node promises to refuse exactly what `serde_json::from_slice::<Value>` refuses (a body
+//! only the upstream's parser would catch costs an attempt and, as a 5xx, the breaker). Raw
+//! values are skipped without the full parse's checks (nesting depth, paired `\u` surrogates,
+//! numbers within `f64`'s range), so the kept ones are read once more through it
+//! (`validated`). `reference` is the full parse itself, and the tests and the fuzz suite hold
+//! the two to the same answers on any bytes.
 //!
 //! This lives here rather than in the node so it can be fuzzed and tested without an HTTP
 //! stack: it is a pure function of the bytes, and every failure is a [`BodyError`] with the
@@ -18,16 +20,16 @@
 
 #[doc(hidden)]
 pub mod reference;
-mod strict;
 #[cfg(test)]
 mod tests;
+mod top_level;
+mod validated;
 
-use std::borrow::Cow;
 use std::fmt;
 
-use serde::Deserialize;
-use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
+
+use top_level::TopLevel;
 
 /// Longest `model` value accepted, in bytes.
 pub const MAX_MODEL_LEN: usize = 512;
@@ -70,8 +72,9 @@ impl BodyError {
 /// Validates the JSON body and extracts the routing fields.
 ///
 /// The body is refused exactly when serde_json's full parse would refuse it, without building
-/// the tree and without recursion, so a deeply nested document costs no stack. As in that
-/// parse, a key given twice means its last value.
+/// the tree. Nesting recurses as that parse does, within its limit of 128 levels, so a deeply
+/// nested document is refused at that depth. As in that parse, a key given twice means its
+/// last value.
 pub fn scan(raw: &[u8]) -> Result<BodyFields, BodyError> {
     let not_json = |why: &dyn fmt::Display| {
         BodyError::new(
@@ -79,26 +82,18 @@ pub fn scan(raw: &[u8]) -> Result<BodyFields, BodyError> {
             format!("Request body is not valid JSON: {why}"),
         )
     };
-    let top: TopLevel<'_> = serde_json::from_slice(raw).map_err(|e| not_json(&e))?;
-    strict::check(raw).map_err(|r| not_json(&r.message()))?;
-    let mut model = None;
-    let mut stream = None;
-    let mut background = None;
-    let mut metadata = None;
-    let mut session = None;
-    let mut cache_key = None;
-    for (key, value) in &top.0 {
-        let slot = match key.as_ref() {
-            "model" => &mut model,
-            "stream" => &mut stream,
-            "background" => &mut background,
-            "metadata" => &mut metadata,
-            "session_id" => &mut session,
-            "prompt_cache_key" => &mut cache_key,
-            _ => continue,
-        };
-        *slot = Some(*value);
-    }
+    // UTF-8 checked once for the whole body, with SIMD, so that serde_json (reading a `str`)
+    // checks no string again. `compat` for the error's position.
+    let text = simdutf8::compat::from_utf8(raw).map_err(|e| not_json(&e))?;
+    let top: TopLevel<'_> = serde_json::from_str(text).map_err(|e| not_json(&e))?;
+    let TopLevel {
+        model,
+        stream,
+        background,
+        metadata,
+        session_id: session,
+        prompt_cache_key: cache_key,
+    } = top;
     let Some(model_value) = model else {
         return Err(BodyError::new("missing_model", "`model` is required"));
     };
@@ -178,30 +173,5 @@ fn span_of(buf: &[u8], value: &RawValue) -> (usize, usize) {
 /// `metadata.session_id` when `metadata` is an object and its (last) `session_id` a string.
 fn metadata_session(metadata: &RawValue) -> Option<String> {
     let fields: TopLevel<'_> = serde_json::from_str(metadata.get()).ok()?;
-    let (_, value) = fields.0.iter().rev().find(|(k, _)| k == "session_id")?;
-    string_value(value)
-}
-
-/// The top-level JSON object as borrowed `(key, raw value)` pairs, in document order.
-struct TopLevel<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for TopLevel<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = TopLevel<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    let value: &'de RawValue = map.next_value()?;
-                    out.push((key, value));
-                }
-                Ok(TopLevel(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
+    fields.session_id.and_then(string_value)
 }

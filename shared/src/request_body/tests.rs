@@ -5,11 +5,14 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::reference::disagreement;
-use super::strict::{MAX_DEPTH, Refusal};
 use super::*;
 
 fn code(s: &str) -> &'static str {
     scan(s.as_bytes()).unwrap_err().code
+}
+
+fn code_or_ok(s: &str) -> &'static str {
+    scan(s.as_bytes()).map_or_else(|e| e.code, |_| "ok")
 }
 
 /// `{"model":"m","x":` + `depth - 1` nested arrays + `}`: `depth` levels with the top object.
@@ -68,8 +71,12 @@ fn errors_have_codes() {
     );
 }
 
-/// serde_json's own boundary, pinned: if a new serde_json moves it, this fails and
-/// [`MAX_DEPTH`] must follow.
+/// Deepest nesting serde_json's parse accepts: its recursion limit is 128 and it refuses the
+/// container that brings its budget to zero, so the 128th nested `[`/`{` is an error.
+const MAX_DEPTH: usize = 127;
+
+/// serde_json's own boundary, pinned: the scan reads through serde_json's parse, so the two
+/// move together, and the node's docs (127 levels) must follow if a new serde_json moves it.
 #[test]
 fn depth_limit_is_serde_jsons() {
     assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH)).is_ok());
@@ -91,16 +98,30 @@ fn depth_limit_is_serde_jsons() {
     let deeper = objects(MAX_DEPTH - 1, true);
     assert!(serde_json::from_str::<Value>(&deeper).is_err());
     assert_eq!(code(&deeper), "invalid_json");
-    assert!(Refusal::TooDeep.message().contains(&MAX_DEPTH.to_string()));
+    // A routing field's value is kept raw and checked apart from the body: it must still get
+    // the depth budget it has inside the body, one level less than alone.
+    for field in ["metadata", "model", "stream", "background", "session_id"] {
+        let at = |levels: usize| {
+            format!(
+                r#"{{"model":"m","{field}":{}{}}}"#,
+                "[".repeat(levels),
+                "]".repeat(levels)
+            )
+        };
+        assert!(serde_json::from_str::<Value>(&at(MAX_DEPTH - 1)).is_ok());
+        assert_ne!(code_or_ok(&at(MAX_DEPTH - 1)), "invalid_json", "{field}");
+        assert!(serde_json::from_str::<Value>(&at(MAX_DEPTH)).is_err());
+        assert_eq!(code(&at(MAX_DEPTH)), "invalid_json", "{field}");
+    }
 }
 
 #[test]
-fn deep_nesting_is_refused_without_recursion() {
-    // Far past the limit: refused by a walk without recursion (no stack risk), balanced or not.
+fn deep_nesting_is_refused_at_the_limit() {
+    // Far past the limit: refused where the limit is reached (no stack risk), balanced or not.
     let deep = nested(100_000);
     let e = scan(deep.as_bytes()).unwrap_err();
     assert_eq!(e.code, "invalid_json");
-    assert!(e.message.contains("deep"), "{}", e.message);
+    assert!(e.message.contains("recursion limit"), "{}", e.message);
     let unbalanced = format!("{{\"model\":\"m\",\"x\":{}}}", "[".repeat(100_000));
     assert_eq!(code(&unbalanced), "invalid_json");
 }
@@ -168,6 +189,48 @@ fn numbers_out_of_f64_range_are_refused() {
     }
 }
 
+/// What only the full parse refuses (a lone surrogate, an exponent or a run of 309 digits past
+/// `f64::MAX`) and its nearest accepted neighbours, at every offset within a few vector widths
+/// and before short and long tails: the answer must be serde_json's wherever the value stands.
+#[test]
+fn what_only_the_full_parse_refuses_is_refused_at_every_offset() {
+    let huge = format!("2{}", "0".repeat(308)); // 2e308: past f64::MAX
+    let big = format!("1{}", "0".repeat(308)); // 1e308: within it
+    let cases = [
+        (r#""\ud800""#.to_string(), false),
+        (r#""\uDBFF\uDBFF""#.to_string(), false),
+        (r#""\udc00""#.to_string(), false),
+        (r#""\uD83D\uDE00""#.to_string(), true),
+        (r#""\\ud800""#.to_string(), true),
+        ("1e400".to_string(), false),
+        ("1E-400".to_string(), true),
+        (huge.clone(), false),
+        (big.clone(), true),
+        (format!("-{huge}.5"), false),
+    ];
+    for (value, accepted) in &cases {
+        for pad in 0..140 {
+            for tail in [0usize, 1, 2, 3, 70] {
+                let raw = format!(
+                    r#"{{"model":"m","p":"{}","x":{value},"t":"{}"}}"#,
+                    "a".repeat(pad),
+                    "b".repeat(tail)
+                );
+                assert_eq!(
+                    serde_json::from_str::<Value>(&raw).is_ok(),
+                    *accepted,
+                    "serde_json on {raw}"
+                );
+                assert_eq!(
+                    scan(raw.as_bytes()).is_ok(),
+                    *accepted,
+                    "pad {pad}, tail {tail}: {raw}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn duplicate_keys_splice_into_valid_json() {
     // The last `model` wins; a `background: true` before a later `background: false` must
@@ -218,8 +281,8 @@ fn the_differential_check_sees_the_old_gaps() {
         r#"{"model":"m","x":"\ud800"}"#.to_owned(),
         r#"{"model":"m","x":1e400}"#.to_owned(),
     ] {
-        let top = serde_json::from_str::<TopLevel<'_>>(&raw);
-        assert!(top.is_ok(), "the raw scan accepts it");
+        let top = serde_json::from_str::<std::collections::BTreeMap<&str, &RawValue>>(&raw);
+        assert!(top.is_ok(), "serde_json's raw-value skipping accepts it");
         assert!(super::reference::scan(raw.as_bytes()).is_err());
     }
 }
