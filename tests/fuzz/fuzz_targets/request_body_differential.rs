@@ -1,4 +1,4 @@
-//! Request pre-scan against the full parse: on any bytes, the node's fast scan and
+//! Request scan against the full parse: on any bytes, the node's fast scan and
 //! serde_json's tree parse (`request_body::reference`) both refuse with the same `code` or
 //! both accept with the same routing fields. The fast scan skips what it does not read, so
 //! this is what keeps it from accepting a body the full parse (or an upstream) would refuse.

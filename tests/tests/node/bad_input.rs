@@ -217,7 +217,7 @@ async fn client_api_bad_input() {
         ),
         (
             // Deeper than serde_json's limit: not JSON the full parse accepts, whatever the
-            // field (the pre-scan refuses what the full parse refuses).
+            // field (the scan refuses what the full parse refuses).
             "deeply nested model",
             format!(r#"{{"model":{}{}}}"#, "[".repeat(1500), "]".repeat(1500)),
             "invalid_json",

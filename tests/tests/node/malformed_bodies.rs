@@ -27,7 +27,7 @@ async fn setup() -> Scenario {
 }
 
 /// Each client path with a provider of its own format: there the node forwards the body as it
-/// came (apart from `model`), so the pre-scan is all that stands between it and the upstream.
+/// came (apart from `model`), so the scan is all that stands between it and the upstream.
 /// (Across formats the body is also translated, and unknown fields such as `x` are refused.)
 const ROUTES: [(&str, &str); 2] = [
     ("/v1/chat/completions", "oa/gpt-4o-mini"),
