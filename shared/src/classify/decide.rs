@@ -75,6 +75,9 @@ struct Evidence {
     credits: bool,
     permanent: bool,
     rejected: bool,
+    /// The credential is refused on a status other than 401 (Google's invalid key is a
+    /// 400): the same auth failure a 401 signals.
+    auth: bool,
 }
 
 /// A decision before terminal resolution, scoping and the breaker view.
@@ -246,6 +249,16 @@ fn decide(c: &Ctx<'_>) -> Draft {
                 };
             }
             Verdict::RequestScoped => return request_scoped_draft(row.id),
+            Verdict::AuthFailure => {
+                let evidence = Evidence {
+                    auth: true,
+                    ..Evidence::default()
+                };
+                return Draft {
+                    evidence,
+                    ..c.retryable(row.id, AuthError)
+                };
+            }
             Verdict::Credits | Verdict::NotCredits => {}
         }
     }
@@ -536,7 +549,7 @@ fn finish(c: &Ctx<'_>, d: Draft) -> Classification {
         TerminalSignal::Banned
     } else if d.evidence.rejected {
         TerminalSignal::RequestRejected
-    } else if i.status == 401 {
+    } else if i.status == 401 || d.evidence.auth {
         TerminalSignal::AuthFailure
     } else {
         TerminalSignal::None

@@ -98,6 +98,9 @@ pub enum Verdict {
     RequestScoped,
     /// Not a balance: the text rows decide, with the credits-text row off.
     NotCredits,
+    /// The key itself is refused, whatever the HTTP status says (Google answers an invalid
+    /// key with a 400): the auth failure a 401 is, never a request-scoped 400.
+    AuthFailure,
 }
 
 impl Verdict {
@@ -113,6 +116,9 @@ impl Verdict {
             Self::Credits => "credits_exhausted (terminal)",
             Self::RequestScoped => "request-scoped: no cooldown, no lockout, no breaker count",
             Self::NotCredits => "never credits_exhausted; the text rows decide the window",
+            Self::AuthFailure => {
+                "auth failure of the key, as a 401: backoff, `expired` after `expired_retry_max` consecutive failures; never request-scoped"
+            }
         }
     }
 }
@@ -154,7 +160,18 @@ fn resource_exhausted(s: &Signals) -> bool {
 }
 
 /// The structured readings in order, first match wins.
-pub const PRECEDENCE: [Row; 11] = [
+pub const PRECEDENCE: [Row; 12] = [
+    // First: an invalid key is about the credential whatever else the body says.
+    row(
+        "google_api_key_invalid",
+        Family::Google,
+        "`ErrorInfo.reason` `API_KEY_INVALID` (the Gemini API sends it with `error.status` `INVALID_ARGUMENT` and HTTP 400)",
+        Verdict::AuthFailure,
+        |s| {
+            s.family == Some(Family::Google)
+                && is(s.error_info_reason.as_ref(), &["API_KEY_INVALID"])
+        },
+    ),
     row(
         "google_quota_failure_per_day",
         Family::Google,

@@ -68,6 +68,36 @@ fn google_resource_exhausted_without_a_window_is_never_credits() {
     assert_ne!(c.cooldown, CooldownHint::None);
 }
 
+/// The Gemini API's invalid-key answer (quoted in cequence-io/openai-scala-client#109 and
+/// zeroclaw-labs/zeroclaw#194; the corpus entry `gemini/api-key-invalid` cites them): a 400
+/// `INVALID_ARGUMENT` whose `ErrorInfo.reason` says the key is refused.
+const GEMINI_API_KEY_INVALID: &str = r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}},{"@type":"type.googleapis.com/google.rpc.LocalizedMessage","locale":"en-US","message":"API key not valid. Please pass a valid API key."}]}}"#;
+
+#[test]
+fn gemini_api_key_invalid_is_the_auth_failure_a_401_is_not_a_request_400() {
+    let c = classify(&with_body(400, GEMINI_API_KEY_INVALID, "gemini"));
+    assert_eq!(rule_id(&c), "google_api_key_invalid", "{c:?}");
+    assert_eq!(c.terminal, TerminalSignal::AuthFailure, "{c:?}");
+    assert!(!c.request_scoped && c.should_fallback, "{c:?}");
+    // Exactly what a 401 does to an apikey connection: the scaled backoff on the connection,
+    // the auth-failure streak, no breaker count.
+    let unauthorized = classify(&with_body(401, "Unauthorized", "gemini"));
+    assert_eq!(unauthorized.terminal, TerminalSignal::AuthFailure);
+    assert_eq!(c.reason, unauthorized.reason);
+    assert_eq!(c.cooldown, unauthorized.cooldown);
+    assert_eq!(c.scope, unauthorized.scope);
+    assert_eq!(c.breaker, unauthorized.breaker);
+    // Whatever name the operator gave the provider, and the "API Key not found" wording
+    // Google also sends with the same reason.
+    let not_found = GEMINI_API_KEY_INVALID.replace("API key not valid", "API Key not found");
+    let c = classify(&with_body(400, &not_found, "my-google"));
+    assert_eq!(c.terminal, TerminalSignal::AuthFailure, "{c:?}");
+    // Another ErrorInfo reason on a 400 stays request-scoped.
+    let other = GEMINI_API_KEY_INVALID.replace("API_KEY_INVALID", "BAD_REQUEST_REASON");
+    let c = classify(&with_body(400, &other, "gemini"));
+    assert_eq!(c.terminal, TerminalSignal::None, "{c:?}");
+}
+
 #[test]
 fn openrouter_relayed_upstream_credits_text_is_not_this_keys_balance() {
     let body = r#"{"error":{"code":429,"message":"Provider returned error","metadata":{"provider_name":"OpenAI","raw":"{\"error\":{\"message\":\"You exceeded your current quota\",\"code\":\"insufficient_quota\"}}"}}}"#;
