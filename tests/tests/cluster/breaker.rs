@@ -56,7 +56,7 @@ async fn chat(http: &reqwest::Client, node: &NodeProcess) -> u16 {
         .unwrap_or(0)
 }
 
-async fn breaker_state(node: &NodeProcess) -> String {
+pub(crate) async fn breaker_state(node: &NodeProcess) -> String {
     let admin = node.admin;
     tokio::task::spawn_blocking(move || {
         http_get(admin, "/api/monitoring/health")

@@ -51,8 +51,13 @@ async fn a_heartbeat_round_reads_no_peer_keys() {
         .query_async(&mut con)
         .await
         .unwrap();
-    // Two heartbeat intervals and a bit: every node ran at least two rounds.
-    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    // Wait for two rounds of every node (a heartbeat is one `ZADD`), then count the reads.
+    let two_rounds = eventually(Duration::from_secs(15), || {
+        let url = cluster.redis.url();
+        async move { calls(&mut connect(&url).await, "zadd").await >= 6 }
+    })
+    .await;
+    assert!(two_rounds, "three nodes did not heartbeat twice in 15 s");
     let gets = calls(&mut con, "get").await;
     let smembers = calls(&mut con, "smembers").await;
     let zadds = calls(&mut con, "zadd").await;

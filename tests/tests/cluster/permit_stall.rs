@@ -144,12 +144,12 @@ async fn the_cap_holds_while_redis_stalls_under_load() {
             statuses
         }));
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let flowing = crate::support::eventually(Duration::from_secs(10), || async {
+        mock.stats().requests_total > 0
+    })
+    .await;
+    assert!(flowing, "no request reached the upstream before the stalls");
     let before = mock.stats().requests_total;
-    assert!(
-        before > 0,
-        "no request reached the upstream before the stalls"
-    );
     for _ in 0..STALLS {
         redis.pause();
         tokio::time::sleep(STALL).await;
@@ -210,7 +210,8 @@ async fn a_node_started_without_redis_takes_no_share_until_redis_answers() {
         .build()
         .unwrap();
     // Past the permit TTL after the first failed call: a node that knew a count would fall
-    // back to its share by now.
+    // back to its share by now. The wait is the condition under test (a duration on the
+    // node's clock that no event marks), not a guess at a delay.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let status = chat(&http, &node.client_url()).await;
     assert_ne!(

@@ -128,7 +128,14 @@ async fn a_probe_whose_lease_was_taken_over_while_it_waited_is_not_dispatched() 
     for _ in 0..2 {
         assert!(chat(&http, b, "m").await >= 500);
     }
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    // Its second over, a's breaker lets one probe through.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            crate::breaker::breaker_state(a).await == "HALF_OPEN"
+        })
+        .await,
+        "a's breaker never went half-open"
+    );
 
     // a's next request for s is the cluster probe; it waits behind the holder for the permit.
     let probe = {

@@ -135,7 +135,16 @@ async fn with_no_master_resolvable_the_subscriber_waits_instead_of_landing_on_th
     .await
     .unwrap();
 
-    // Several subscribe attempts' worth of time.
+    // The subscriber found no master and says it waits; then an absence is checked over
+    // time: none of its retries (with backoff) in the next 3 s may land on the sentinel.
+    assert!(
+        crate::support::eventually(Duration::from_secs(10), || async {
+            node.log().contains("no Redis master resolvable")
+        })
+        .await,
+        "the subscriber never reported waiting; log:\n{}",
+        node.log()
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let sentinel = topo.sentinel_port;
     let on_sentinel = tokio::task::spawn_blocking(move || channel_subscribers(sentinel))
