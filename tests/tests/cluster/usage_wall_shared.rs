@@ -222,7 +222,11 @@ async fn a_shared_lane_ends_on_every_node_after_its_reset() {
         row["lane"].is_null().then_some(row)
     })
     .await;
-    assert!(row.is_some(), "node B kept the lane: {}", wall_row(&http, b).await);
+    assert!(
+        row.is_some(),
+        "node B kept the lane: {}",
+        wall_row(&http, b).await
+    );
     // Node B's next request goes at full speed again and meets the wall itself.
     let (status, v) = ask(&http, b, &messages(MODEL, false)).await;
     assert_eq!(status, 200, "{v}");
@@ -285,7 +289,11 @@ async fn a_tool_limit_learned_on_one_node_holds_on_the_other_until_its_ttl() {
             admin(&http, node, "/api/resilience/tool-limits").await["items"] == json!([])
         })
         .await;
-        assert!(aged_out, "the learned limit did not age out on {}", node.client_url());
+        assert!(
+            aged_out,
+            "the learned limit did not age out on {}",
+            node.client_url()
+        );
     }
     let (status, v) = ask(&http, b, &with_tools(3)).await;
     assert_eq!(status, 200, "{v}");
