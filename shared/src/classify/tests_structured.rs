@@ -305,3 +305,60 @@ fn every_google_rpc_code_is_read_by_its_structure() {
         }
     }
 }
+
+/// Every row of the precedence table is the reading of at least one real error body in the
+/// corpus (`tests/fixtures/upstream-errors`), so the replay test, which replays every entry
+/// through a node, drives every row, except the rows named below that no published body is
+/// known for.
+#[test]
+fn every_precedence_row_reads_some_corpus_entry() {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/upstream-errors");
+    let mut matched = std::collections::BTreeSet::new();
+    let mut stack = vec![root];
+    let mut entries = 0;
+    while let Some(dir) = stack.pop() {
+        for item in std::fs::read_dir(&dir).unwrap() {
+            let path = item.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let entry: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            entries += 1;
+            let provider = entry["provider"].as_str().unwrap_or_default();
+            let body = match &entry["response"]["body"] {
+                serde_json::Value::String(text) => text.clone(),
+                serde_json::Value::Null => continue,
+                other => other.to_string(),
+            };
+            if let Some(row) = structured::precedence(&structured::read(&body, provider)) {
+                matched.insert(row.id);
+            }
+        }
+    }
+    assert!(entries > 50, "the corpus was not found: {entries} entries");
+    let missing: Vec<&str> = PRECEDENCE
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| !matched.contains(id))
+        .collect();
+    // Rows no published body is known for yet (the corpus takes only real bodies):
+    // - an `ErrorInfo` `RATE_LIMIT_EXCEEDED` in `details[]` (the Vertex 429s quoted in public
+    //   threads carry the older `errors[].reason` `rateLimitExceeded` instead);
+    // - Anthropic's documented 402 `billing_error` (threads show an empty balance as a 400
+    //   `invalid_request_error`, which `anthropic/credit-balance-too-low` holds);
+    // - Anthropic's `request_too_large` with its `"type":"error"` envelope (the quoted 413s
+    //   lost the envelope, so the text rows read `anthropic/request-too-large-413`).
+    // The list must shrink as bodies are found, never grow unnoticed.
+    const NO_BODY_YET: [&str; 3] = [
+        "google_error_info_rate_limit",
+        "anthropic_billing_error",
+        "anthropic_request_too_large",
+    ];
+    assert_eq!(missing, NO_BODY_YET, "rows no corpus entry reads");
+}
