@@ -9,7 +9,7 @@ use switchyard_shared::breaker::BreakerView;
 use switchyard_shared::classify::Classification;
 use switchyard_shared::cooldown::sibling;
 use switchyard_shared::outcome::RetryClass;
-use switchyard_shared::outcome::{FailureReason, ProviderCategory};
+use switchyard_shared::outcome::{FailureReason, ProviderCategory, TerminalSignal};
 use switchyard_shared::strategy::stable_hash;
 
 use super::retry::FailedAttempt;
@@ -239,11 +239,14 @@ fn member(h: &ConnHandle) -> sibling::EgressMember<'_> {
 pub const TARGET_TIMEOUT_STATUS: u16 = 524;
 
 /// Whether a failure puts its connection in the request's exhaustion set (the reference's
-/// in-request exhaustion): a rejected credential (401/403), a spent quota, or a terminal
-/// state keeps the connection out for the rest of the request, even after a cooldown wait.
+/// in-request exhaustion): a rejected credential (401/403, or a body that says the key is
+/// refused whatever its status, as Google's `API_KEY_INVALID` 400 does), a spent quota, or a
+/// terminal state keeps the connection out for the rest of the request, even after a cooldown
+/// wait.
 pub fn exhausts(c: &Classification, failure: &UpstreamFailure) -> bool {
     !c.request_scoped
         && (matches!(failure.status, Some(401 | 403))
+            || c.terminal == TerminalSignal::AuthFailure
             || c.reason == FailureReason::QuotaExhausted
             || matches!(failure.block, Some(ConnectionBlock::Terminal(_))))
 }

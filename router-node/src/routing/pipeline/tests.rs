@@ -517,3 +517,40 @@ async fn a_target_timeout_is_answered_as_524_and_auth_failures_exhaust_the_conne
     .await;
     assert_eq!(rc.exhausted, vec![p2.idx], "a 401 exhausts its connection");
 }
+
+/// A Gemini key refused with `400 INVALID_ARGUMENT` and `ErrorInfo.reason API_KEY_INVALID`
+/// (quoted in cequence-io/openai-scala-client#109; corpus `gemini/api-key-invalid`) keeps its
+/// connection out for the rest of the request, as a 401 does; a plain 400 does not.
+#[test]
+fn a_key_refused_with_a_400_is_exhausted_for_the_request_like_a_401() {
+    use switchyard_shared::classify::{ClassifyInput, classify};
+    use switchyard_shared::outcome::ProviderCategory;
+    const KEY_INVALID: &str = r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}}]}}"#;
+    const PLAIN_400: &str = r#"{"error":{"code":400,"message":"Invalid JSON payload received.","status":"INVALID_ARGUMENT"}}"#;
+    let failure = |status: u16| UpstreamFailure {
+        target: "g/gemini-2.5-flash".into(),
+        connection: "g-key".into(),
+        status: Some(status),
+        message: String::new(),
+        retry_after_ms: None,
+        stream_code: None,
+        code: None,
+        block: None,
+    };
+    let judged = |status: u16, body: &str| {
+        classify(&ClassifyInput {
+            status,
+            error_text: body,
+            body,
+            provider_id: "gemini",
+            category: ProviderCategory::Apikey,
+            ..ClassifyInput::default()
+        })
+    };
+    let refused = judged(400, KEY_INVALID);
+    assert!(outcome::exhausts(&refused, &failure(400)), "{refused:?}");
+    let unauthorized = judged(401, r#"{"error":{"message":"Unauthorized"}}"#);
+    assert!(outcome::exhausts(&unauthorized, &failure(401)));
+    let plain = judged(400, PLAIN_400);
+    assert!(!outcome::exhausts(&plain, &failure(400)), "{plain:?}");
+}
