@@ -12,10 +12,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::fault_proxy::FaultProxy;
 use crate::redis_server::RedisServer;
 
 /// Name the sentinel monitors the master under.
 pub const SENTINEL_MASTER: &str = "switchyard";
+/// How long the test sentinel waits before it declares an unanswering master down.
+const SENTINEL_DOWN_AFTER_MS: u64 = 1_000;
 
 fn redis_server_binary() -> PathBuf {
     std::env::var_os("REDIS_SERVER").map_or_else(|| PathBuf::from("redis-server"), PathBuf::from)
@@ -364,9 +367,37 @@ impl RedisSentinel {
     /// Starts the three processes and returns once the replica is in sync and the sentinel
     /// knows it.
     pub fn start() -> std::io::Result<Self> {
+        Ok(Self::start_with(SENTINEL_DOWN_AFTER_MS, false)?.0)
+    }
+
+    /// As [`RedisSentinel::start`], with the replica fed through a [`FaultProxy`], so a test
+    /// can stall replication (`Mode::Blackhole`) and make the sentinel promote a replica that
+    /// lacks the master's last writes, as asynchronous replication can; and the sentinel
+    /// declaring the master down after `down_after_ms`.
+    pub fn start_stallable(down_after_ms: u64) -> std::io::Result<(Self, FaultProxy)> {
+        let (topo, proxy) = Self::start_with(down_after_ms, true)?;
+        let proxy = proxy.ok_or_else(|| std::io::Error::other("no replication proxy"))?;
+        Ok((topo, proxy))
+    }
+
+    fn start_with(
+        down_after_ms: u64,
+        proxied: bool,
+    ) -> std::io::Result<(Self, Option<FaultProxy>)> {
         let master = RedisServer::start()?;
         let master_port = master.port.to_string();
-        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port])?;
+        let proxy = if proxied {
+            let addr = format!("127.0.0.1:{master_port}")
+                .parse()
+                .map_err(std::io::Error::other)?;
+            Some(FaultProxy::start(addr)?)
+        } else {
+            None
+        };
+        let upstream_port = proxy
+            .as_ref()
+            .map_or(master_port.clone(), |p| p.addr().port().to_string());
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &upstream_port])?;
         wait_for(Duration::from_secs(20), "replica in sync", || {
             cli(replica.port, &["INFO", "replication"])
                 .is_ok_and(|s| s.contains("master_link_status:up"))
@@ -380,7 +411,7 @@ impl RedisSentinel {
             format!(
                 "port {sentinel_port}\nbind 127.0.0.1\ndir {dir}\n\
                  sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 1\n\
-                 sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+                 sentinel down-after-milliseconds {SENTINEL_MASTER} {down_after_ms}\n\
                  sentinel failover-timeout {SENTINEL_MASTER} 10000\n\
                  sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
                 dir = dir.path().display()
@@ -400,13 +431,16 @@ impl RedisSentinel {
             cli(sentinel_port, &["SENTINEL", "replicas", SENTINEL_MASTER])
                 .is_ok_and(|s| s.contains(&replica_port))
         })?;
-        Ok(Self {
-            master,
-            replica,
-            sentinel,
-            sentinel_port,
-            _dir: dir,
-        })
+        Ok((
+            Self {
+                master,
+                replica,
+                sentinel,
+                sentinel_port,
+                _dir: dir,
+            },
+            proxy,
+        ))
     }
 
     /// `redis+sentinel://127.0.0.1:SENTINEL/switchyard`.

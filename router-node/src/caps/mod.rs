@@ -7,10 +7,12 @@
 //! [`crate::cluster_sync::permits`]), so requests never wait on Redis for a
 //! permit the node already holds, the sum of the blocks never exceeds the cap, and a killed
 //! node's block returns when its lease expires. A block binds until its validity lapses on
-//! the node's own clock, whatever Redis does meanwhile ([`grant`]). Per-key RPM limits take
+//! the node's own clock, whatever Redis does meanwhile ([`grant`]), and after a Redis master
+//! switch a node re-asserts its block before it grows again ([`switch_hold`]). Per-key RPM limits take
 //! one token per request from a shared bucket ([`rpm`]). In embedded mode neither exists: the local gate and the
 //! local limiter are already the whole cluster.
 
 pub mod gates;
 pub mod grant;
 pub mod rpm;
+pub mod switch_hold;

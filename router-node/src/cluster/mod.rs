@@ -115,9 +115,6 @@ pub struct SyncState {
     tasks_down: AtomicU32,
     /// Wall clock of the last completed resync (epoch ms, 0 = never).
     pub last_resync_ms: AtomicU64,
-    /// Bumped on every Redis master switch this node heard of: what Redis held may be lost,
-    /// so holders of shared leases (permits) re-assert them before relying on it.
-    master_epoch: AtomicU64,
     /// The settings document (JSON) of the version this node last applied or wrote: the base
     /// a local patch was computed from, for rebasing it onto a concurrent one.
     settings_base: Mutex<Option<(u64, serde_json::Value)>>,
@@ -257,16 +254,6 @@ impl Cluster {
         self.store.state() != RedisState::Up
             || !self.sync.subscribed()
             || !self.sync.tasks_running()
-    }
-
-    /// A Redis master switch was heard of (see [`SyncState`]'s master epoch).
-    pub fn master_switched(&self) {
-        self.sync.master_epoch.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// How many master switches this node has heard of.
-    pub fn master_epoch(&self) -> u64 {
-        self.sync.master_epoch.load(Ordering::Relaxed)
     }
 
     /// Test hook: makes the writer panic at its next turn.

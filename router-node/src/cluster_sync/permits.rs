@@ -22,6 +22,11 @@
 //! nothing has nothing to renew, and at thousands of capped connections per node the
 //! once-a-second renewals of idle ones were most of a cluster's Redis load.
 //!
+//! After a Redis master switch the promoted replica may lack the last grants, so the task
+//! re-asserts what the node holds and grows only a permit TTL later
+//! ([`crate::caps::switch_hold`] decides; this task reads the store's master generation after
+//! each call).
+//!
 //! A config reload builds new connection handles with new gates while requests started
 //! before it finish on the old ones. A task is therefore keyed by connection id, follows the
 //! current runtime, and counts the permits still held on retired gates (which it empties and
@@ -36,6 +41,7 @@ use switchyard_shared::Millis;
 use crate::actors::ConnHandle;
 use crate::caps::gates::{known_live_nodes, prepare};
 use crate::caps::grant::{Call, Held};
+use crate::caps::switch_hold::SwitchHold;
 use crate::reload::RuntimeCell;
 use crate::state::gate::Gate;
 
@@ -68,6 +74,10 @@ pub fn start(cell: &Arc<RuntimeCell>) {
 
 fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>) {
     let rt = cell.load();
+    let generation = rt
+        .cluster
+        .as_ref()
+        .map_or(0, |c| c.store.master_generation().generation);
     let Ok(mut set) = running.lock() else {
         return;
     };
@@ -84,6 +94,7 @@ fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>)
                 handles: vec![conn.clone()],
                 quiet: false,
                 held: Held::default(),
+                hold: SwitchHold::new(generation),
                 origin: Instant::now(),
             };
             actix_web::rt::spawn(task.run());
@@ -101,6 +112,8 @@ struct Task {
     quiet: bool,
     /// The node's block as Redis last granted it, and until when it binds.
     held: Held,
+    /// After a master switch: no growth until every old grant has lapsed or been re-asserted.
+    hold: SwitchHold,
     /// Zero of the task's monotonic clock.
     origin: Instant,
 }
@@ -109,6 +122,12 @@ impl Task {
     /// Milliseconds on the task's monotonic clock.
     fn now(&self) -> Millis {
         Millis::try_from(self.origin.elapsed().as_millis()).unwrap_or(Millis::MAX)
+    }
+
+    /// `at` on the task's monotonic clock (0 when it came before the task).
+    fn millis_at(&self, at: Instant) -> Millis {
+        Millis::try_from(at.saturating_duration_since(self.origin).as_millis())
+            .unwrap_or(Millis::MAX)
     }
 
     async fn run(mut self) {
@@ -161,21 +180,36 @@ impl Task {
             if want < limit {
                 gate.shrink(limit - want);
             }
+            // The permits that exist on this node now.
+            let holding = gate.limit().saturating_add(retired);
             // Never report less than the permits that exist (some may be held right now).
             let ask = want
                 .max(gate.limit())
                 .saturating_add(retired)
-                .min(cap.max(retired.saturating_add(gate.limit())));
+                .min(cap.max(holding));
+            let ask = self.hold.bound(self.now(), ask, holding);
             if needs_redis(ask, self.quiet) {
                 let sent_at = self.now();
                 let reply = cluster
                     .store
                     .permits_acquire(&self.id, &cluster.node_id, ask, cap, PERMIT_TTL_MS)
                     .await;
+                let master = cluster.store.master_generation();
+                let since = master.since.map_or(0, |at| self.millis_at(at));
+                if self
+                    .hold
+                    .after_call(master.generation, since, PERMIT_TTL_MS)
+                    && self.hold.holding(self.now())
+                {
+                    tracing::info!(connection = %self.id, holding,
+                        "the Redis master changed; re-asserting the permits held before growing");
+                }
                 let granted = match reply {
                     Ok(granted) => {
                         self.quiet = ask == 0;
-                        Some(granted)
+                        // A call that may have run on a new master grows nothing: the grants
+                        // of the old one may be missing there.
+                        Some(self.hold.bound(self.now(), granted, holding))
                     }
                     Err(e) => {
                         self.quiet = false;
@@ -208,15 +242,21 @@ impl Task {
             let busy = gate.in_use().saturating_add(gate.waiting());
             // While calls fail, ask again soon: the block must be renewed before it lapses
             // (a store that is down refuses at once, so this costs Redis nothing).
-            let mut period = if busy != held || retired > 0 || self.held.failing_since.is_some() {
-                REBALANCE_MS
-            } else {
-                PERMIT_TTL_MS / 3
-            };
+            let holding_down = self.hold.holding(now);
+            let mut period =
+                if busy != held || retired > 0 || self.held.failing_since.is_some() || holding_down
+                {
+                    REBALANCE_MS
+                } else {
+                    PERMIT_TTL_MS / 3
+                };
             // Wake when the block lapses or the fallback begins, not up to a period later.
             if !self.quiet
                 && let Some(at) = self.held.next_change(now, PERMIT_TTL_MS)
             {
+                period = period.min(at.saturating_sub(now).max(1));
+            }
+            if let Some(at) = self.hold.ends_at(now) {
                 period = period.min(at.saturating_sub(now).max(1));
             }
             drop(rt);

@@ -134,10 +134,10 @@ async fn next_switch(switches: &mut Option<MasterSwitches>) -> Option<MasterSwit
     }
 }
 
-/// Follows a master switch: the store asks the sentinel again, leases and permits are told
-/// (they re-assert what this node holds before relying on the new master), and the events
-/// subscriber is built again on the new master; its `Connected` brings the resync. `None` when
-/// no master answers yet: the reconcile tick tries again.
+/// Follows a master switch: the store asks the sentinel again (the permit tasks see its
+/// master generation change after their next call, and re-assert what this node holds before
+/// growing), and the events subscriber is built again on the new master; its `Connected`
+/// brings the resync. `None` when no master answers yet: the reconcile tick tries again.
 async fn follow_switch(
     cluster: &Cluster,
     channel: &str,
@@ -152,7 +152,6 @@ async fn follow_switch(
     {}
     tracing::info!(old = %switch.old, new = %switch.new, "the sentinels switched the Redis master; following it");
     cluster.store.follow_master_switch();
-    cluster.master_switched();
     cluster.sync.set_subscribed(false);
     let subscriber = spawn_subscriber(cluster, channel).await;
     if subscriber.is_none() {

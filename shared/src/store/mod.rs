@@ -49,6 +49,7 @@ pub mod learned;
 pub mod learned_read;
 pub mod leases;
 pub mod lockouts;
+mod master_generation;
 pub mod membership;
 pub mod permits;
 mod redis_store;
@@ -79,6 +80,7 @@ pub use leases::{
     FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseKeys, LeaseMove, owner_hash,
 };
 pub use lockouts::{LockoutApplied, LockoutRecord};
+pub use master_generation::MasterSeen;
 pub use membership::Membership;
 pub use permits::local_share;
 pub use redis_store::{NoopObserver, RedisStore, RedisStoreConfig, StoreObserver};

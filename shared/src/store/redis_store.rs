@@ -43,6 +43,7 @@ use super::error::StoreError;
 use super::fault::RedisFault;
 use super::health::{HealthPolicy, HealthTracker, RedisState};
 use super::keys::KeySpace;
+use super::master_generation::{MasterGeneration, MasterSeen};
 use super::sentinel::{SentinelTarget, SentinelUrl};
 use super::sentinel_watch::MasterSwitches;
 use crate::Millis;
@@ -110,6 +111,8 @@ pub struct RedisStore {
     health: Mutex<HealthTracker>,
     started: Instant,
     observer: Arc<dyn StoreObserver>,
+    /// Sentinel mode: the master commands go to, and how often it changed.
+    masters: MasterGeneration,
 }
 
 impl RedisStore {
@@ -170,6 +173,7 @@ impl RedisStore {
             health: Mutex::new(HealthTracker::new(config.health)),
             started: Instant::now(),
             observer,
+            masters: MasterGeneration::default(),
         })
     }
 
@@ -231,6 +235,14 @@ impl RedisStore {
         if let Ok(mut h) = self.health.lock() {
             h.probe_now();
         }
+    }
+
+    /// How many times the store found another master than the one before, and since when it
+    /// uses the current one (Sentinel mode; generation 0 in the other modes). Read it after a
+    /// call: a change means the call may have run on a promoted replica, which may lack the
+    /// last writes of the master it replaced.
+    pub fn master_generation(&self) -> MasterSeen {
+        self.masters.current()
     }
 
     /// Whether the store runs on a Redis Cluster.
@@ -423,6 +435,12 @@ impl RedisStore {
             ))),
             Topology::Sentinel(sentinel) => {
                 let client = sentinel.master().await?;
+                // Before any command runs there, so a caller reading the generation after
+                // its call knows the call may have reached a new master.
+                self.masters.observe(
+                    &client.get_connection_info().addr().to_string(),
+                    Instant::now(),
+                );
                 let manager = StoreConnection::Server(ConnectionManager::new_lazy_with_config(
                     client.clone(),
                     self.manager_config.clone(),

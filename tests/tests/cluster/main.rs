@@ -21,6 +21,7 @@ mod leases;
 mod members;
 mod operator;
 mod outage;
+mod permit_failover;
 mod permit_stall;
 mod permits_idle;
 mod probe;

@@ -1,5 +1,5 @@
-//! Redis answers, but refuses writes: `OOM` at `maxmemory` with `noeviction`, `READONLY` from a
-//! master demoted to a replica. `PING` and reads work throughout, so a node cannot tell from a
+//! Redis answers, but refuses writes: `OOM` at `maxmemory` with `noeviction`, `MISCONF` after a
+//! failed background save, `READONLY` from a master demoted to a replica. `PING` and reads work throughout, so a node cannot tell from a
 //! ping; only the write's reply says. Requests keep being served, an operator action is never
 //! reported done unless Redis has it (503 `cluster_store_unavailable` naming Redis's reply
 //! otherwise, with nothing changed here and nothing queued), and once Redis heals the nodes and
@@ -197,10 +197,87 @@ async fn fill_until_oom(port: u16) {
     panic!("redis never answered OOM");
 }
 
+/// A way Redis refuses writes while `PING` and reads still pass.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    /// `maxmemory` reached with `noeviction`.
+    Oom,
+    /// A background save failed with `stop-writes-on-bgsave-error yes` (the default).
+    Misconf,
+}
+
+impl Refusal {
+    /// The reply's first word, as the 503 names it.
+    fn code(self) -> &'static str {
+        match self {
+            Self::Oom => "OOM",
+            Self::Misconf => "MISCONF",
+        }
+    }
+
+    fn redis(self) -> RedisServer {
+        match self {
+            Self::Oom => RedisServer::start().unwrap(),
+            // Redis 7 refuses `CONFIG SET dir` unless protected configs may be changed.
+            Self::Misconf => {
+                RedisServer::start_with(&["--enable-protected-configs", "yes"]).unwrap()
+            }
+        }
+    }
+
+    async fn refuse(self, port: u16) {
+        match self {
+            Self::Oom => fill_until_oom(port).await,
+            Self::Misconf => fail_a_save(port).await,
+        }
+    }
+
+    async fn heal(self, port: u16) {
+        let (name, value) = match self {
+            Self::Oom => ("maxmemory", "0"),
+            Self::Misconf => ("stop-writes-on-bgsave-error", "no"),
+        };
+        let heal = redis_cli(port, &["CONFIG", "SET", name, value]).await;
+        assert_eq!(heal.trim(), "OK");
+    }
+}
+
+/// Makes a background save fail (its directory cannot take a file, even for root), so every
+/// write answers `MISCONF` until the setting is lifted.
+async fn fail_a_save(port: u16) {
+    // Writes are refused only while snapshots are configured.
+    let save = redis_cli(port, &["CONFIG", "SET", "save", "3600 1"]).await;
+    assert_eq!(save.trim(), "OK", "{save}");
+    let dir = redis_cli(port, &["CONFIG", "SET", "dir", "/proc"]).await;
+    assert_eq!(dir.trim(), "OK", "{dir}");
+    let started = redis_cli(port, &["BGSAVE"]).await;
+    assert!(started.contains("saving started"), "{started}");
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            redis_cli(port, &["SET", "probe", "x"])
+                .await
+                .starts_with("MISCONF")
+        })
+        .await,
+        "writes never answered MISCONF"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_clear_under_oom_is_never_reported_done_unless_redis_has_it() {
+    refused_writes_scenario(Refusal::Oom).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_clear_under_misconf_is_never_reported_done_unless_redis_has_it() {
+    refused_writes_scenario(Refusal::Misconf).await;
+}
+
+/// Writes refused, reads served: the operator's answer is what Redis did, requests keep being
+/// served, and the nodes and Redis agree within a second of the heal.
+async fn refused_writes_scenario(refusal: Refusal) {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    let redis = RedisServer::start().unwrap();
+    let redis = refusal.redis();
     let nodes = start(&mock, redis.url()).await;
     let [a, b] = [&nodes[0], &nodes[1]];
     let http = client();
@@ -216,9 +293,16 @@ async fn an_operator_clear_under_oom_is_never_reported_done_unless_redis_has_it(
         "the 429 did not reach Redis and b"
     );
 
-    // Redis at maxmemory: writes answer OOM, PING and reads still work.
-    fill_until_oom(redis.port).await;
-    assert_eq!(redis_cli(redis.port, &["PING"]).await.trim(), "PONG");
+    // Writes answer OOM or MISCONF; reads still work (and `PING` too under OOM: a master
+    // that cannot persist refuses `PING` as well, so that monitoring notices).
+    refusal.refuse(redis.port).await;
+    let read = redis_cli(redis.port, &["EXISTS", "probe"]).await;
+    assert!(read.trim() == "0" || read.trim() == "1", "{read}");
+    let ping = redis_cli(redis.port, &["PING"]).await;
+    match refusal {
+        Refusal::Oom => assert_eq!(ping.trim(), "PONG"),
+        Refusal::Misconf => assert!(ping.starts_with("MISCONF"), "{ping}"),
+    }
     // a meets a 429 on k1 that it cannot write: its writer holds it for replay.
     rate_limit(&http, &mock, a, "sk-1").await;
     assert!(
@@ -226,7 +310,7 @@ async fn an_operator_clear_under_oom_is_never_reported_done_unless_redis_has_it(
             replay_depth(a.admin).await > 0.0
         })
         .await,
-        "the write under OOM was not held for replay; log:\n{}",
+        "the refused write was not held for replay; log:\n{}",
         a.log()
     );
 
@@ -243,7 +327,7 @@ async fn an_operator_clear_under_oom_is_never_reported_done_unless_redis_has_it(
                 reply["error"]["code"], "cluster_store_unavailable",
                 "{reply}"
             );
-            assert_eq!(reply["error"]["storeError"], "OOM", "{reply}");
+            assert_eq!(reply["error"]["storeError"], refusal.code(), "{reply}");
             assert!(in_redis.contains(&"k0".to_owned()), "{in_redis:?}");
             assert!(cooling_on(&http, a).await.contains(&"k0".to_owned()));
         }
@@ -255,10 +339,9 @@ async fn an_operator_clear_under_oom_is_never_reported_done_unless_redis_has_it(
         assert_eq!(status, 200, "{reply}");
     }
 
-    // Heal: memory is freed. Within a second the nodes and Redis agree again, k1's cooldown
-    // included (replayed from a's queue), and what the operator was told still holds.
-    let heal = redis_cli(redis.port, &["CONFIG", "SET", "maxmemory", "0"]).await;
-    assert_eq!(heal.trim(), "OK");
+    // Heal: writes are taken again. Within a second the nodes and Redis agree again, k1's
+    // cooldown included (replayed from a's queue), and what the operator was told still holds.
+    refusal.heal(redis.port).await;
     assert!(
         eventually(HEALED_WITHIN, || async {
             cooling_in(&shared).await.contains(&"k1".to_owned())
