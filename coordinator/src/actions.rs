@@ -9,8 +9,8 @@
 
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
-use switchyard_shared::store::{LockoutRecord, StoreError};
 use switchyard_shared::wire::{BreakerPhase, LeaseEventKind, WireEvent};
+use switchyard_store::{LockoutRecord, StoreError};
 
 use crate::auth::ManagementKey;
 use crate::error::ApiError;

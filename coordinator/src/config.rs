@@ -12,10 +12,10 @@ use std::path::Path;
 use switchyard_shared::Millis;
 use switchyard_shared::admin_kit;
 use switchyard_shared::config::{ClusterMode, Config, ConfigErrors};
-use switchyard_shared::store::{HealthPolicy, RedisStoreConfig};
+use switchyard_store::{HealthPolicy, RedisStoreConfig};
 
 /// Overrides `[cluster] redis_url` (same variable as on nodes).
-pub use switchyard_shared::store::{REDIS_URL_ENV, redact_url};
+pub use switchyard_store::{REDIS_URL_ENV, redact_url};
 /// Overrides the listen address.
 pub const LISTEN_ENV: &str = "SWITCHYARD_COORDINATOR_LISTEN";
 /// The leader lease TTL in milliseconds (default [`DEFAULT_LEASE_TTL_MS`]).
@@ -92,7 +92,7 @@ impl Settings {
             .trim()
             .parse()
             .map_err(|_| StartupError(format!("invalid listen address {listen_text:?}")))?;
-        let redis_url = switchyard_shared::store::effective_url(&config.cluster.redis_url, env);
+        let redis_url = switchyard_store::effective_url(&config.cluster.redis_url, env);
         let management_key_sha256 = management_key(&config, env)?;
         let client_key_sha256 = client_keys(&config, env);
         let coordinator_id = env(ID_ENV)

@@ -25,7 +25,7 @@ impl ApiError {
     }
 
     /// 503: Redis did not answer; nothing was changed (or read).
-    pub fn store_unavailable(e: &switchyard_shared::store::StoreError) -> Self {
+    pub fn store_unavailable(e: &switchyard_store::StoreError) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "server_error",

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use switchyard_shared::store::{RedisStore, Subscriber, SubscriberEvent};
 use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
+use switchyard_store::{RedisStore, Subscriber, SubscriberEvent};
 
 /// Events kept overall.
 pub const MAX_EVENTS: usize = 100;

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
-use switchyard_shared::store::LockoutRecord;
 use switchyard_shared::wire::BreakerPhase;
+use switchyard_store::LockoutRecord;
 
 use crate::feed::Feed;
 use crate::node_state::{NodeState, Params};

@@ -3,7 +3,7 @@
 use super::*;
 use crate::read::NodeEntry;
 use switchyard_shared::outcome::TerminalStatus;
-use switchyard_shared::store::{ConnRecord, NodeHeartbeat, SharedBreaker};
+use switchyard_store::{ConnRecord, NodeHeartbeat, SharedBreaker};
 
 fn params() -> Params {
     Params {

@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use redis::{Script, Value};
-use switchyard_shared::store::{RedisStore, StoreError};
+use switchyard_store::{RedisStore, StoreError};
 
 use crate::read;
 

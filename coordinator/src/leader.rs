@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_shared::store::LeaseAcquire;
+use switchyard_store::LeaseAcquire;
 
 use crate::janitor::{Janitor, Scope};
 use crate::leadership::valid_until;

@@ -12,7 +12,7 @@ use std::time::Instant;
 use redis::Value;
 use switchyard_shared::Millis;
 use switchyard_shared::config::Config;
-use switchyard_shared::store::{
+use switchyard_store::{
     ConnRecord, LeaseInfo, LockoutRecord, NodeHeartbeat, RedisStore, SharedBreaker, StoreError,
 };
 

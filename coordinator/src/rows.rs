@@ -2,7 +2,7 @@
 //! health document and the detail endpoints, so a row looks the same everywhere.
 
 use serde_json::{Value, json};
-use switchyard_shared::store::{ConnRecord, LockoutRecord};
+use switchyard_store::{ConnRecord, LockoutRecord};
 
 use crate::node_state::{NodeState, Params};
 use crate::read::NodeEntry;

@@ -54,7 +54,7 @@ pub fn scrape_url(admin_address: &str) -> Option<String> {
 pub async fn live_admin_addresses(
     co: &Coordinator,
     include_stale: bool,
-) -> Result<Vec<(String, String)>, switchyard_shared::store::StoreError> {
+) -> Result<Vec<(String, String)>, switchyard_store::StoreError> {
     let nodes = read::read_nodes(&co.store).await?;
     let now = epoch_ms();
     Ok(nodes

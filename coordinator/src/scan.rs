@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use redis::{Script, Value};
-use switchyard_shared::store::{ConnRecord, RedisStore, StoreError};
+use switchyard_store::{ConnRecord, RedisStore, StoreError};
 
 static SCAN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/scan_connections_v1.lua")));

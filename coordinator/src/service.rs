@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use switchyard_shared::store::{NoopObserver, RedisStore, StoreError};
 use switchyard_shared::wire::{self, Envelope, WireEvent};
+use switchyard_store::{NoopObserver, RedisStore, StoreError};
 
 use crate::config::{Settings, StartupError, redact_url};
 use crate::feed::Feed;

@@ -10,8 +10,8 @@
 use serde_json::{Value, json};
 use switchyard_shared::admin_kit::settings as admin_settings;
 use switchyard_shared::settings::{Persisted, apply_patch};
-use switchyard_shared::store::SettingsWrite;
 use switchyard_shared::wire::WireEvent;
+use switchyard_store::SettingsWrite;
 
 use crate::auth::ManagementKey;
 use crate::error::ApiError;

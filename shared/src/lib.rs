@@ -14,6 +14,9 @@
 //! Policy code never reads a clock: time is passed in as [`Millis`] so state machines can be
 //! driven by property tests and a fake clock, and so the same code runs against Redis `TIME` in
 //! cluster mode. The shared vocabulary of outcomes lives in [`outcome`].
+//!
+//! The Redis store that carries this state between nodes is its own crate, `switchyard-store`
+//! (in `shared/store/`), so this one builds without a Redis client, an async runtime or TLS.
 
 pub mod admin_kit;
 pub mod admission;
@@ -33,7 +36,6 @@ pub mod request_body;
 pub mod restatement;
 pub mod settings;
 pub mod sse;
-pub mod store;
 pub mod strategy;
 pub mod translate;
 pub mod usage;

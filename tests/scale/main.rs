@@ -4,7 +4,7 @@
 //! commands per second and CPU on the one shared Redis, how fast events reach peers, how long
 //! a full resync takes and how much it delays the request path's own Redis calls — can only be
 //! measured on a real server. Each simulated node uses the node's own store code
-//! (`switchyard_shared::store`) with its own store connection and subscriber, and does the
+//! (`switchyard_store`) with its own store connection and subscriber, and does the
 //! background work a node does (see `node.rs`). The run has three phases:
 //!
 //! 1. **idle**: no traffic; Redis commands/s and CPU are the background load;
@@ -42,10 +42,8 @@ use std::io::Write as _;
 use clap::Parser;
 use serde::Serialize;
 use switchyard_shared::outcome::FailureReason;
-use switchyard_shared::store::{
-    CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
-};
 use switchyard_shared::wire::{self, Envelope, WireEvent};
+use switchyard_store::{CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::redis_server::RedisServer;
 use tokio_util::sync::CancellationToken;
 

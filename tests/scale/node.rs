@@ -16,12 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use switchyard_shared::store::changelog::{self, CHANGELOG_PAGE};
-use switchyard_shared::store::connections::RESYNC_CHUNK;
-use switchyard_shared::store::{
-    RedisStore, ResyncPlan, StoreError, StreamId, Subscriber, SubscriberEvent,
-};
 use switchyard_shared::wire;
+use switchyard_store::changelog::{self, CHANGELOG_PAGE};
+use switchyard_store::connections::RESYNC_CHUNK;
+use switchyard_store::{RedisStore, ResyncPlan, StoreError, StreamId, Subscriber, SubscriberEvent};
 use tokio_util::sync::CancellationToken;
 
 use crate::stats::Recorder;

@@ -124,7 +124,7 @@ pub async fn connection(
     let now = epoch_ms();
     let Some(record) = records.first() else {
         return Err(ApiError::store_unavailable(
-            &switchyard_shared::store::StoreError::Unavailable,
+            &switchyard_store::StoreError::Unavailable,
         ));
     };
     let locks: Vec<_> = lockouts.iter().collect();

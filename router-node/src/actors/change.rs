@@ -12,7 +12,7 @@ use switchyard_shared::Millis;
 use switchyard_shared::breaker::BreakerProfile;
 use switchyard_shared::lockout::{LockReason, LockTarget};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::BreakerParams;
+use switchyard_store::BreakerParams;
 
 /// Where actors hand their local changes (in redis mode: the cluster writer). Actors know
 /// only this trait, so the actor layer never depends on how the cluster shares state.

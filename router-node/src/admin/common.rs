@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
 use switchyard_shared::admin_kit::{AdminError, body, clear};
-use switchyard_shared::store::StoreError;
+use switchyard_store::StoreError;
 
 use super::MAX_BODY_BYTES;
 use crate::api::body::read_limited;

@@ -67,7 +67,7 @@ fn field_list(errors: &[FieldError]) -> Vec<Value> {
 
 /// 503 `settings_store_unavailable`: in redis mode the shared settings could not be read or
 /// written, so nothing was changed.
-fn cluster_unavailable(e: &switchyard_shared::store::StoreError) -> ApiError {
+fn cluster_unavailable(e: &switchyard_store::StoreError) -> ApiError {
     tracing::warn!(error = %e, "shared settings unavailable");
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,

@@ -21,7 +21,7 @@
 //! [`crate::cluster_sync::permits`] does the I/O.
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::local_share;
+use switchyard_store::local_share;
 
 /// Taken off a grant's lifetime: Redis and the node measure the TTL on different clocks, and
 /// the node must stop counting on the grant before Redis hands it to another node.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use switchyard_shared::Millis;
-use switchyard_shared::store::BucketResult;
+use switchyard_store::BucketResult;
 
 use crate::actors::ConnHandle;
 use crate::api::auth::ClientKey;

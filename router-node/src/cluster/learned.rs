@@ -22,8 +22,8 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::{LearnedKey, WallDeadlines, WallMerged};
 use switchyard_shared::wire::{self, Envelope, WireEvent};
+use switchyard_store::{LearnedKey, WallDeadlines, WallMerged};
 
 use super::Cluster;
 use crate::metrics::cluster::EventResult;

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use switchyard_shared::store::LearnedKey;
+use switchyard_store::LearnedKey;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Entry {

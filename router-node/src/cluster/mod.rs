@@ -34,9 +34,7 @@ use std::sync::{Arc, Mutex};
 use rand::Rng as _;
 use switchyard_shared::Millis;
 use switchyard_shared::config::{ClusterConfig, ClusterMode, ConfigError};
-use switchyard_shared::store::{
-    HealthPolicy, RedisState, RedisStore, RedisStoreConfig, StoreObserver,
-};
+use switchyard_store::{HealthPolicy, RedisState, RedisStore, RedisStoreConfig, StoreObserver};
 use tokio::sync::mpsc;
 
 pub use crate::actors::change::{self, LocalChange, Stamped, StatePublisher, breaker_params};
@@ -45,7 +43,7 @@ use crate::metrics::cluster::{ClusterMetrics, EventResult};
 use replay::ReplayQueue;
 use versions::ConnVersions;
 
-pub use switchyard_shared::store::{REDIS_URL_ENV, redact_url};
+pub use switchyard_store::{REDIS_URL_ENV, redact_url};
 
 /// Local changes waiting for the writer. Beyond this they go to the replay queue.
 pub const WRITER_QUEUE: usize = 4096;
@@ -198,7 +196,7 @@ impl Cluster {
         if config.mode != ClusterMode::Redis {
             return Ok(None);
         }
-        let url = switchyard_shared::store::effective_url(&config.redis_url, env);
+        let url = switchyard_store::effective_url(&config.redis_url, env);
         let store_config = RedisStoreConfig {
             url,
             key_prefix: config.key_prefix.clone(),

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::ProbeGrant;
+use switchyard_store::ProbeGrant;
 
 use super::Cluster;
 use crate::actors::ProviderHandle;

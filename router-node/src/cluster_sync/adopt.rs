@@ -10,7 +10,7 @@
 
 use switchyard_shared::Millis;
 use switchyard_shared::lockout::LockKey;
-use switchyard_shared::store::{ConnRecord, LockoutRecord};
+use switchyard_store::{ConnRecord, LockoutRecord};
 
 use crate::actors::RemoteConn;
 use crate::actors::change::{lock_reason_of, lock_target_name, lock_target_of};

@@ -15,9 +15,7 @@
 //! of the success that dropped it. A record that is missing (never written, expired, or lost
 //! with Redis) changes nothing: its deadlines have passed, or Redis forgot what this node knows.
 
-use switchyard_shared::store::{
-    LearnedKey, StoreError, ToolLimitRecord, ToolLimitState, WallRecord,
-};
+use switchyard_store::{LearnedKey, StoreError, ToolLimitRecord, ToolLimitState, WallRecord};
 
 use crate::cluster::Cluster;
 use crate::cluster::learned::{end_reason, shared_from};

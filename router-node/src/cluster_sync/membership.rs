@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use switchyard_shared::store::NodeHeartbeat;
+use switchyard_store::NodeHeartbeat;
 
 use super::RuntimeSource;
 use crate::cluster::{Cluster, wall_ms};

@@ -14,8 +14,8 @@
 
 use std::sync::Arc;
 
-use switchyard_shared::store::StoreError;
 use switchyard_shared::wire::WireEvent;
+use switchyard_store::StoreError;
 
 use super::remote::ALL_MODELS;
 use super::writer::publish;

@@ -4,7 +4,7 @@
 //! (`store::changelog`), and the node reads the log from its last offset and only the records
 //! it names. It reads every record (a full scan) only when the log cannot say what it missed —
 //! no offset yet, the log trimmed past its offset, the log missing — and, as a safety net,
-//! every few minutes ([`switchyard_shared::store::changelog::SAFETY_SCAN_INTERVAL_MS`]). Either
+//! every few minutes ([`switchyard_store::changelog::SAFETY_SCAN_INTERVAL_MS`]). Either
 //! way, records are read in chunks with peers' events applied between them ([`Inbox`]), and a
 //! connection with a local change still on its way to Redis is not adopted yet
 //! ([`crate::cluster::versions`]). The learned records (usage walls, tool limits) ride along:
@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use rand::Rng as _;
 use switchyard_shared::Millis;
-use switchyard_shared::store::changelog::{self, CHANGELOG_MAXLEN, CHANGELOG_PAGE};
-use switchyard_shared::store::connections::RESYNC_CHUNK;
-use switchyard_shared::store::{FullReason, LogPage, ResyncPlan, StoreError, StreamId};
 use switchyard_shared::wire::BreakerPhase;
+use switchyard_store::changelog::{self, CHANGELOG_MAXLEN, CHANGELOG_PAGE};
+use switchyard_store::connections::RESYNC_CHUNK;
+use switchyard_store::{FullReason, LogPage, ResyncPlan, StoreError, StreamId};
 
 use super::sync::Inbox;
 use super::{adopt, learned_resync, remote, settings};

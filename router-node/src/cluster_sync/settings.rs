@@ -7,7 +7,7 @@
 //! `redis-cli HGETALL`.
 //!
 //! A patch is written with compare-and-set on the version it was computed from
-//! ([`switchyard_shared::store::RedisStore::settings_write_if`]), not last-writer-wins: when
+//! ([`switchyard_store::RedisStore::settings_write_if`]), not last-writer-wins: when
 //! another node wrote a newer version meanwhile, the fields this patch changed are rebased
 //! onto that version ([`rebase`]) and the write is tried again, so concurrent patches of
 //! different fields both survive (of the same field, the later write wins). The patching node
@@ -18,8 +18,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 use switchyard_shared::settings::{self, Persisted};
-use switchyard_shared::store::{SettingsWrite, StoreError};
 use switchyard_shared::wire::WireEvent;
+use switchyard_store::{SettingsWrite, StoreError};
 
 use super::writer;
 use crate::actors::ApplySettings;

@@ -20,10 +20,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_shared::store::{
+use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
+use switchyard_store::{
     MasterSwitch, MasterSwitches, Subscriber, SubscriberEvent, SubscriberHandle,
 };
-use switchyard_shared::wire::{self, BreakerPhase, WireEvent};
 use tokio::sync::mpsc;
 
 use super::remote::{self, Applied};

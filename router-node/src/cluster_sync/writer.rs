@@ -17,8 +17,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_shared::store::{BreakerChange, CooldownWrite, StoreError};
 use switchyard_shared::wire::{self, BreakerPhase, Envelope, WireEvent};
+use switchyard_store::{BreakerChange, CooldownWrite, StoreError};
 
 use super::RuntimeSource;
 use super::remote::{self, ALL_MODELS};

@@ -10,7 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 use switchyard_shared::Millis;
 use switchyard_shared::config::Resolved;
-use switchyard_shared::store::LeaseAcquire;
+use switchyard_store::LeaseAcquire;
 
 use crate::api::auth::{ClientKey, presented_key};
 use crate::api::errors::{ClientFormat, GatewayError};

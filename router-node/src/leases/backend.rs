@@ -10,7 +10,7 @@
 use std::sync::{Arc, LazyLock, Mutex};
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::{
+use switchyard_store::{
     EmbeddedLeases, FenceCheck, LeaseAcquire, LeaseInfo, LeaseMove, RedisStore, StoreError,
 };
 

@@ -9,7 +9,7 @@
 
 use actix_web::http::header::HeaderMap;
 use switchyard_shared::config::SCOPE_LEASE_EXCLUSIVE;
-use switchyard_shared::store::FenceCheck;
+use switchyard_store::FenceCheck;
 
 use super::backend::Backend;
 use super::policy::{find_owned, parse_generation, valid_owner_token};

@@ -12,7 +12,7 @@
 //! connection ineligible, which connections may take the lease) are the pure functions
 //! [`policy::move_reason`] and [`policy::move_targets`].
 
-use switchyard_shared::store::LeaseMove;
+use switchyard_store::LeaseMove;
 
 use super::backend::Backend;
 use super::policy::{self, MoveReason};

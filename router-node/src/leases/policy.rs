@@ -5,8 +5,8 @@
 //! the decisions are tested without a store or a clock.
 
 use switchyard_shared::Millis;
-use switchyard_shared::store::leases::OWNER_PREFIX_LEN;
-use switchyard_shared::store::{LeaseInfo, owner_hash};
+use switchyard_store::leases::OWNER_PREFIX_LEN;
+use switchyard_store::{LeaseInfo, owner_hash};
 
 /// The owner token's fixed body length after `vlo_` (32 random bytes in unpadded base64url).
 const TOKEN_BODY_LEN: usize = 43;

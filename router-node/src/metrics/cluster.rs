@@ -11,7 +11,7 @@ use std::time::Duration;
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
-use switchyard_shared::store::{RedisState, StoreError, StoreObserver};
+use switchyard_store::{RedisState, StoreError, StoreObserver};
 
 /// Redis command latency buckets: sub-millisecond on loopback up to the longest sane timeout.
 const COMMAND_BUCKETS: &[f64] = &[

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use switchyard_shared::store::KeySpace;
 use switchyard_shared::wire::{self, Envelope};
+use switchyard_store::KeySpace;
 
 use crate::cluster::{metric, metrics_text};
 

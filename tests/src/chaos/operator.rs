@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use switchyard_shared::store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
+use switchyard_store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 
 use super::invariants::Violation;
 use super::observe::epoch_ms;

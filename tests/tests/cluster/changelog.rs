@@ -10,7 +10,7 @@ use crate::heal::{counted, resyncs, signal};
 use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::{chat, client, start_nodes, store};
 use serde_json::json;
-use switchyard_shared::store::RedisStore;
+use switchyard_store::RedisStore;
 use switchyard_tests::cluster::MGMT_KEY;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::eventually;
 use crate::sync::{start_nodes, store};
-use switchyard_shared::store::RedisStore;
+use switchyard_store::RedisStore;
 use switchyard_tests::mock_upstream::{MockConfig, MockUpstream};
 
 /// `node_ttl_ms` of the test cluster table.

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::{client, store};
-use switchyard_shared::store::ProbeGrant;
+use switchyard_store::ProbeGrant;
 use switchyard_tests::cluster::TestCluster;
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};

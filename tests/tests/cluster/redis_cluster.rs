@@ -24,9 +24,7 @@ use crate::support::{STATE_DEADLINE, eventually};
 use crate::sync::{body, chat, client, health, key_env};
 use serde_json::Value;
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{
-    CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
-};
+use switchyard_store::{CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::cluster::{cluster_degraded_async, metric, metrics_text, start_node};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use crate::support::{STATE_DEADLINE, eventually};
 use serde_json::{Value, json};
-use switchyard_shared::store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
+use switchyard_store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::cluster::{TestCluster, http_get};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
@@ -196,7 +196,7 @@ async fn a_success_that_ends_a_shared_cooldown_is_announced_to_every_node() {
     // The shared record now says k0 rests for a minute (as if another node's longer cooldown
     // landed without its event), while every node's own copy runs out after about a second.
     let store = store(&cluster.redis.url());
-    let longer = switchyard_shared::store::CooldownWrite {
+    let longer = switchyard_store::CooldownWrite {
         conn: "k0",
         duration_ms: 60_000,
         backoff_level: 1,

@@ -10,10 +10,8 @@ use std::time::Duration;
 use crate::support::coordinator::{Coordinator, config, store};
 use serde_json::json;
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{
-    BreakerParams, CooldownWrite, LeaseAcquire, Subscriber, SubscriberEvent,
-};
 use switchyard_shared::wire::{self, BreakerPhase, LeaseEventKind, WireEvent};
+use switchyard_store::{BreakerParams, CooldownWrite, LeaseAcquire, Subscriber, SubscriberEvent};
 use switchyard_tests::redis_server::RedisServer;
 use tokio::sync::mpsc::Receiver;
 
@@ -45,7 +43,7 @@ async fn subscribe(
     redis_url: &str,
 ) -> (
     Receiver<SubscriberEvent>,
-    switchyard_shared::store::SubscriberHandle,
+    switchyard_store::SubscriberHandle,
 ) {
     let s = store(redis_url);
     let (mut rx, handle) = Subscriber::spawn(s.client().clone(), s.keys().events_channel(), 256);

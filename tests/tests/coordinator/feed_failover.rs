@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::coordinator::{Coordinator, config, store};
 use switchyard_shared::outcome::FailureReason;
-use switchyard_shared::store::RedisStore;
 use switchyard_shared::wire::{self, Envelope, WireEvent};
+use switchyard_store::RedisStore;
 use switchyard_tests::redis_topology::RedisSentinel;
 
 /// The event a node publishes after a 429 put `p0-c0` into cooldown.

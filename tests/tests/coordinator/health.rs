@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::support::coordinator::{CLIENT_KEY, Coordinator, config, heartbeat, store};
 use serde_json::Value;
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{BreakerParams, CooldownWrite};
+use switchyard_store::{BreakerParams, CooldownWrite};
 use switchyard_tests::harness::workspace_bin;
 use switchyard_tests::redis_server::RedisServer;
 

@@ -18,7 +18,7 @@ use switchyard_coordinator::config::Settings;
 use switchyard_coordinator::janitor::{Janitor, log_key};
 use switchyard_coordinator::leader::janitor_scope;
 use switchyard_shared::config::Config;
-use switchyard_shared::store::RedisStore;
+use switchyard_store::RedisStore;
 use switchyard_tests::redis_server::RedisServer;
 
 const TTL_MS: u64 = 1500;

@@ -15,7 +15,7 @@ use crate::support::coordinator::{CLIENT_KEY, Coordinator, config, store};
 use crate::support::eventually;
 use serde_json::{Value, json};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{CooldownWrite, NodeHeartbeat};
+use switchyard_store::{CooldownWrite, NodeHeartbeat};
 use switchyard_tests::redis_server::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -9,9 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_shared::store::{
-    HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig, StoreError,
-};
+use switchyard_store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig, StoreError};
 use switchyard_tests::fault_proxy::{FaultProxy, Mode};
 
 use crate::support::{STATE_DEADLINE, eventually};

@@ -19,11 +19,11 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use switchyard_shared::Millis;
 use switchyard_shared::breaker::{Admission, Breaker, BreakerProfile, BreakerState, BreakerView};
 use switchyard_shared::outcome::{BreakerOutcome, FailureKind};
-use switchyard_shared::store::{
+use switchyard_shared::wire::BreakerPhase;
+use switchyard_store::{
     BreakerChange, BreakerParams, HealthPolicy, KeySpace, NoopObserver, ProbeGrant, RedisStore,
     RedisStoreConfig, SharedBreaker,
 };
-use switchyard_shared::wire::BreakerPhase;
 use switchyard_tests::redis_server::RedisServer;
 
 const PREFIX: &str = "model:";

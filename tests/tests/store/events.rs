@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchyard_shared::outcome::FailureReason;
-use switchyard_shared::store::{
+use switchyard_shared::wire::{self, Envelope, WireEvent};
+use switchyard_store::{
     HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig, Subscriber, SubscriberEvent,
 };
-use switchyard_shared::wire::{self, Envelope, WireEvent};
 use switchyard_tests::redis_server::RedisServer;
 
 use crate::support::{STATE_DEADLINE, eventually};

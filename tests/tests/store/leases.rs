@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_shared::store::{
+use switchyard_store::{
     BucketResult, FenceCheck, HealthPolicy, LeaseAcquire, LeaseKeys, NoopObserver, RedisStore,
     RedisStoreConfig, StoreError, owner_hash,
 };
@@ -749,7 +749,7 @@ async fn lease_calls_over_a_partitioned_link_fail_closed_within_the_timeout() {
 /// wrong key or a held target change nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_keeps_the_generation_and_refuses_stale_holders_and_held_targets() {
-    use switchyard_shared::store::LeaseMove;
+    use switchyard_store::LeaseMove;
     let redis = RedisServer::start().expect("redis");
     let s = store(&redis, 2_000);
     let (c1, c2, c3) = (

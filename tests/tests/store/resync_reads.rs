@@ -7,10 +7,8 @@
 use std::sync::Arc;
 
 use switchyard_shared::outcome::FailureReason;
-use switchyard_shared::store::connections::RESYNC_CHUNK;
-use switchyard_shared::store::{
-    CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
-};
+use switchyard_store::connections::RESYNC_CHUNK;
+use switchyard_store::{CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::redis_server::RedisServer;
 
 fn store(server: &RedisServer) -> RedisStore {

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
 
 use crate::support::{STATE_DEADLINE, eventually};
-use switchyard_shared::store::{
+use switchyard_shared::wire::BreakerPhase;
+use switchyard_store::{
     BreakerParams, ConnRecord, CooldownWrite, HealthPolicy, NoopObserver, ProbeGrant, RedisState,
     RedisStore, RedisStoreConfig, StoreError,
 };
-use switchyard_shared::wire::BreakerPhase;
 use switchyard_tests::redis_server::RedisServer;
 
 fn store_at(url: &str, timeout_ms: u64) -> RedisStore {
@@ -541,7 +541,7 @@ async fn settings_versions_bump() {
 /// A settings write based on a version that is no longer the stored one is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_writes_compare_and_set_on_the_version() {
-    use switchyard_shared::store::SettingsWrite;
+    use switchyard_store::SettingsWrite;
     let server = redis();
     let a = store(&server);
     let b = store(&server);

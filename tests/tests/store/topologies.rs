@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{
-    CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
-};
+use switchyard_store::{CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::redis_topology::{RedisCluster, RedisSentinel, cli};
 
 fn cooldown(conn: &str) -> CooldownWrite<'_> {

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchyard_shared::outcome::{FailureReason, TerminalStatus};
-use switchyard_shared::store::{
-    CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
-};
+use switchyard_store::{CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::redis_server::RedisServer;
 
 fn store(server: &RedisServer) -> RedisStore {

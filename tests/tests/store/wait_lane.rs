@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchyard_shared::outcome::FailureReason;
-use switchyard_shared::store::{
+use switchyard_store::{
     BucketResult, CooldownWrite, HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig,
 };
 use switchyard_tests::redis_topology::{RedisSentinel, cli};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use switchyard_shared::store::{NodeHeartbeat, NoopObserver, RedisStore, RedisStoreConfig};
+use switchyard_store::{NodeHeartbeat, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::coordinator_process::CoordinatorProcess;
 
 pub const MGMT_KEY: &str = "mgmt-coordinator-secret-71c2";
@@ -187,7 +187,7 @@ pub async fn heartbeat(store: &RedisStore, id: &str, version: &str, age_ms: u64,
 /// Opens `provider`'s cluster breaker the way nodes record upstream failures (the store's
 /// breaker script, threshold 2).
 pub async fn open_breaker(store: &RedisStore, provider: &str) {
-    let params = switchyard_shared::store::BreakerParams {
+    let params = switchyard_store::BreakerParams {
         failure_threshold: 2,
         degradation_at: 1,
         reset_timeout_ms: 60_000,

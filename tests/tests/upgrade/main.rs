@@ -31,7 +31,7 @@ use node::Node;
 use serde_json::{Value, json};
 use support::http::{cluster_provider, connection, queue_and_wait_off};
 use support::{STATE_DEADLINE, eventually};
-use switchyard_shared::store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
+use switchyard_store::{HealthPolicy, NoopObserver, RedisStore, RedisStoreConfig};
 use switchyard_tests::harness::workspace_bin;
 use switchyard_tests::load_tally::Tally as Seen;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};

@@ -44,7 +44,7 @@ impl KeySpace {
         &self.prefix
     }
 
-    /// Pub/sub channel carrying [`crate::wire::Envelope`]s (bincode).
+    /// Pub/sub channel carrying [`switchyard_shared::wire::Envelope`]s (bincode).
     pub fn events_channel(&self) -> String {
         format!("{}events", self.prefix)
     }

@@ -104,7 +104,7 @@ impl ConnectionLike for StoreConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::KeySpace;
+    use crate::KeySpace;
 
     #[test]
     fn the_install_route_is_the_slot_of_every_key_of_the_install() {

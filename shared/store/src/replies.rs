@@ -7,7 +7,7 @@ use redis::Value;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 
 use super::error::StoreError;
-use crate::Millis;
+use switchyard_shared::Millis;
 
 pub(crate) fn protocol(command: &'static str, message: impl Into<String>) -> StoreError {
     StoreError::Protocol {
@@ -186,7 +186,7 @@ pub(crate) fn int_array<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{FailureReason, TerminalStatus};
+    use switchyard_shared::outcome::{FailureReason, TerminalStatus};
 
     const C: &str = "test";
 

@@ -26,7 +26,7 @@ use redis::{Script, Value};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies::{array_of, int, non_negative, opt_string};
-use crate::Millis;
+use switchyard_shared::Millis;
 
 const WALL_SOURCE: &str = include_str!("lua/usage_wall_merge_v2.lua");
 static WALL_MERGE: LazyLock<Script> = LazyLock::new(|| Script::new(WALL_SOURCE));

@@ -14,7 +14,7 @@ use super::error::StoreError;
 use super::learned::{LaneEnd, LearnedKey, WallDeadlines};
 use super::redis_store::RedisStore;
 use super::replies::{array_of, opt_string, protocol, time_ms, uint_or_zero};
-use crate::Millis;
+use switchyard_shared::Millis;
 
 /// A connection's usage-wall record as a resync reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -2,7 +2,7 @@
 //!
 //! Why: a 429 seen by one node must cool the connection on every node, and the backoff level
 //! must rise once per incident, not once per node. The Lua scripts mirror the pure policy in
-//! [`crate::cooldown`]: extend-only deadlines, the level raised at most once per cooldown
+//! [`switchyard_shared::cooldown`]: extend-only deadlines, the level raised at most once per cooldown
 //! window (the cluster-wide thundering-herd guard) and sticky terminal states. Deadlines are
 //! computed on the Redis clock and returned as remaining milliseconds.
 //!
@@ -22,8 +22,8 @@ use redis::{Script, Value};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies::{array_of, int, into_array, opt_enum, time_ms, u32_or_zero, uint_or_zero};
-use crate::Millis;
-use crate::outcome::{FailureReason, TerminalStatus};
+use switchyard_shared::Millis;
+use switchyard_shared::outcome::{FailureReason, TerminalStatus};
 
 /// How long a connection hash outlives its cooldown, so the backoff level survives the window
 /// (the level decays on successes, not on time).
@@ -35,7 +35,7 @@ pub const LEVEL_RETENTION_MS: Millis = 24 * 60 * 60 * 1000;
 pub const RESYNC_CHUNK: usize = 500;
 
 /// Longest last-error text stored (characters).
-const LAST_ERROR_MAX_CHARS: usize = crate::cooldown::LAST_ERROR_MAX_CHARS;
+const LAST_ERROR_MAX_CHARS: usize = switchyard_shared::cooldown::LAST_ERROR_MAX_CHARS;
 
 /// A connection-record script: the shared prelude (clock, version bump, retention) first.
 macro_rules! conn_script {

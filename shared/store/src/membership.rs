@@ -25,7 +25,7 @@ use redis::{Script, Value};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies::{int, into_array, non_negative, opt_string, protocol};
-use crate::Millis;
+use switchyard_shared::Millis;
 
 static HEARTBEAT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/heartbeat_v2.lua")));

@@ -14,7 +14,7 @@ use redis::{Script, Value};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies as reply;
-use crate::Millis;
+use switchyard_shared::Millis;
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/permits_acquire_v1.lua")));

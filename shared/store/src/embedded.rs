@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::leases::{
     FenceCheck, LeaseAcquire, LeaseGrant, LeaseInfo, LeaseMove, OWNER_PREFIX_LEN, owner_hash,
 };
-use crate::Millis;
+use switchyard_shared::Millis;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Held {

@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies as reply;
-use crate::Millis;
+use switchyard_shared::Millis;
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/lease_acquire_v2.lua")));

@@ -6,7 +6,7 @@
 //! `reason`) expiring with the lock (`PX`; Redis 7.0 has no per-field expiry), and a set per
 //! connection ([`KeySpace::lockout_index`](super::KeySpace::lockout_index), members
 //! `provider\u{1f}model`) lets a resync find them without `SCAN`. Extend-only and count = max,
-//! as in [`crate::lockout`], so replaying writes is safe.
+//! as in [`switchyard_shared::lockout`], so replaying writes is safe.
 
 use std::sync::LazyLock;
 
@@ -18,8 +18,8 @@ use super::redis_store::RedisStore;
 use super::replies::{
     array_of, int, into_array, opt_enum, opt_string, protocol, u32_or_zero, uint_or_zero,
 };
-use crate::Millis;
-use crate::outcome::FailureReason;
+use switchyard_shared::Millis;
+use switchyard_shared::outcome::FailureReason;
 
 // Lockout writes bump the connection record's version, so they share its prelude.
 static EXTEND: LazyLock<Script> = conn_script!("lua/lockout_extend_v3.lua");

@@ -1,6 +1,6 @@
 //! Publishing events and the subscriber task that receives them.
 //!
-//! Why: state changes reach other nodes as bincode [`crate::wire::Envelope`]s on one pub/sub
+//! Why: state changes reach other nodes as bincode [`switchyard_shared::wire::Envelope`]s on one pub/sub
 //! channel. Pub/sub is at-most-once: whatever is published while a subscriber is disconnected
 //! is lost. So the subscriber tells its owner about every (re)subscription
 //! ([`SubscriberEvent::Connected`]), and the owner resyncs from the keys then; the events only

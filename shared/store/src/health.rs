@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::Millis;
+use switchyard_shared::Millis;
 
 /// What a node reports about its Redis link (`/api/monitoring/health`, metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -27,7 +27,7 @@ use super::error::StoreError;
 use super::learned::LearnedKey;
 use super::redis_store::RedisStore;
 use super::replies::{into_array, opt_string, protocol};
-use crate::Millis;
+use switchyard_shared::Millis;
 
 /// Approximate bound of the stream (`MAXLEN ~`): at about 100 bytes an entry, some 10 MB. A
 /// node whose offset falls out of it (100,000 record changes between two of its reads) scans.

@@ -13,7 +13,7 @@ use redis::{Script, Value};
 use super::error::StoreError;
 use super::redis_store::RedisStore;
 use super::replies as reply;
-use crate::Millis;
+use switchyard_shared::Millis;
 
 static TAKE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/bucket_take_v1.lua")));

@@ -3,12 +3,12 @@
 use redis::Value;
 
 use super::SharedBreaker;
-use crate::store::error::StoreError;
-use crate::store::redis_store::RedisStore;
-use crate::store::replies::{
+use crate::error::StoreError;
+use crate::redis_store::RedisStore;
+use crate::replies::{
     array_of, enum_value, int, opt_string, protocol, time_ms, u32_or_zero, uint_or_zero,
 };
-use crate::wire::BreakerPhase;
+use switchyard_shared::wire::BreakerPhase;
 
 impl RedisStore {
     /// Reads many breakers in one round trip (pipeline). Unknown providers read as CLOSED.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Millis;
+use switchyard_shared::Millis;
 
 /// One node's self-report, refreshed every `heartbeat_interval_ms` with a TTL of a few
 /// intervals; a missing key means the node is gone.

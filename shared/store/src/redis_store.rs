@@ -46,7 +46,7 @@ use super::keys::KeySpace;
 use super::master_generation::{MasterGeneration, MasterSeen};
 use super::sentinel::{SentinelTarget, SentinelUrl};
 use super::sentinel_watch::MasterSwitches;
-use crate::Millis;
+use switchyard_shared::Millis;
 
 /// Where Redis is and how long a command may take.
 #[derive(Debug, Clone)]

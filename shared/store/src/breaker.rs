@@ -8,7 +8,7 @@
 //! reset), so the late result of an expired probe is ignored.
 //!
 //! One semantics: the scripts run the same machine as the node's pure breaker
-//! ([`crate::breaker::Breaker`]) — failures counted since the last close minus one per success,
+//! ([`switchyard_shared::breaker::Breaker`]) — failures counted since the last close minus one per success,
 //! DEGRADED at the band, OPEN at the threshold, an elapsed OPEN read as HALF_OPEN, and the reset
 //! escalation `reset · 2^(cycles − backoff_escalation_count)` capped at `reset ·
 //! max_backoff_multiplier`. The only difference is the probe budget: one probe cluster-wide.
@@ -28,9 +28,9 @@ use super::redis_store::RedisStore;
 use super::replies::{
     array_of, enum_value, int, into_array, opt_string, protocol, u32_or_zero, uint_or_zero,
 };
-use crate::Millis;
-use crate::breaker::BreakerProfile;
-use crate::wire::BreakerPhase;
+use switchyard_shared::Millis;
+use switchyard_shared::breaker::BreakerProfile;
+use switchyard_shared::wire::BreakerPhase;
 
 macro_rules! breaker_script {
     ($file:literal) => {
@@ -117,7 +117,7 @@ pub struct SharedBreaker {
 }
 
 impl SharedBreaker {
-    /// The phase with the lazy step applied, as [`crate::breaker::Breaker::view`] reads it: an
+    /// The phase with the lazy step applied, as [`switchyard_shared::breaker::Breaker::view`] reads it: an
     /// OPEN whose period has passed is HALF_OPEN (a read does not write that transition).
     pub fn current_phase(&self) -> BreakerPhase {
         if self.phase == BreakerPhase::Open && self.at_ms >= self.open_until_ms {

@@ -1,5 +1,10 @@
 //! The shared state store: how router nodes (and the coordinator) share resilience state.
 //!
+//! A crate of its own, beside `switchyard-shared` (the pure policy and the wire events it
+//! stores): the policy crate stays free of I/O and builds without Redis, tokio or TLS, and
+//! whatever needs only the policy (the fuzz targets, the criterion benches) does not compile
+//! the Redis client.
+//!
 //! Why: in cluster mode a 429 or a breaker trip seen by one node must stop every node, leases
 //! and probes must be fenced, and caps must hold across nodes. Redis is that shared memory.
 //! Nothing here sits on the ordinary request path: nodes decide from their local snapshots and
