@@ -188,7 +188,7 @@ start_haproxy() { # -> SUT_PID, SUT_URL
 	cat >"$conf" <<EOF
 global
     nbthread 1
-    maxconn 40000
+    maxconn 4000
 defaults
     mode http
     timeout connect 5s

@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::support::{STATE_DEADLINE, eventually, wait_synced};
 use crate::sync::{body, chat, client, key_env, store};
 use serde_json::{Value, json};
-use switchyard_shared::store::RedisStore;
+use switchyard_store::RedisStore;
 use switchyard_tests::cluster::{MGMT_KEY, metric, metrics_text, start_node};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
@@ -487,4 +487,104 @@ async fn operator_actions_on_a_demoted_master_answer_503_readonly_and_change_not
     );
     replica.kill();
     master.kill();
+}
+
+/// A script past `busy-reply-threshold` (`lua-time-limit`): Redis answers `BUSY` to every
+/// other command, reads and `PING` included, until the script ends or `SCRIPT KILL` stops
+/// it. Requests keep being served on local state, an operator action is refused (503, with
+/// `BUSY`, or `UNAVAILABLE` once the node holds Redis for down) and changes nothing, and once
+/// the script is killed the nodes and Redis agree again within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_actions_while_a_script_runs_past_its_limit_answer_503_busy_and_change_nothing() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    let redis = RedisServer::start().unwrap();
+    let nodes = start(&mock, redis.url()).await;
+    let [a, b] = [&nodes[0], &nodes[1]];
+    let http = client();
+    let shared = store(&redis.url());
+
+    rate_limit(&http, &mock, a, "sk-0").await;
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "the 429 did not reach Redis and b"
+    );
+
+    // A read-only script that spins for at most 20 s (bounded even if the kill below fails).
+    let threshold = redis_cli(
+        redis.port,
+        &["CONFIG", "SET", "busy-reply-threshold", "100"],
+    )
+    .await;
+    assert_eq!(threshold.trim(), "OK");
+    let port = redis.port;
+    let script = tokio::task::spawn_blocking(move || {
+        cli(
+            port,
+            &[
+                "EVAL",
+                "local t = redis.call('TIME') local s = tonumber(t[1]) \
+                 while tonumber(redis.call('TIME')[1]) < s + 20 do end return 1",
+                "0",
+            ],
+        )
+    });
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            redis_cli(port, &["PING"]).await.starts_with("BUSY")
+        })
+        .await,
+        "Redis never answered BUSY"
+    );
+
+    let (status, reply) = clear(&http, a, "k0").await;
+    assert_eq!(status, 503, "{reply}");
+    assert_eq!(
+        reply["error"]["code"], "cluster_store_unavailable",
+        "{reply}"
+    );
+    assert_eq!(reply["error"]["type"], "server_error", "{reply}");
+    let named = reply["error"]["storeError"].as_str().unwrap_or_default();
+    assert!(
+        named == "BUSY" || named == "UNAVAILABLE",
+        "the 503 names {named:?}: {reply}"
+    );
+    eprintln!("the clear under BUSY: {status} {reply}");
+    assert_eq!(cooling_on(&http, a).await, ["k0"], "a cleared locally");
+    for node in [a, b] {
+        let (status, reply) = chat(&http, node).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+
+    // Heal: the script is killed (it wrote nothing, so it may be).
+    let killed = redis_cli(port, &["SCRIPT", "KILL"]).await;
+    assert_eq!(killed.trim(), "OK", "{killed}");
+    let ended = script.await.unwrap().unwrap_or_default();
+    assert!(
+        !ended.trim().ends_with('1'),
+        "the script was not killed: {ended}"
+    );
+    assert!(
+        eventually(HEALED_WITHIN, || async {
+            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "not in agreement {HEALED_WITHIN:?} after the heal: redis {:?}, a {:?}, b {:?}",
+        cooling_in(&shared).await,
+        cooling_on(&http, a).await,
+        cooling_on(&http, b).await
+    );
+    // The refused clear was not replayed, and the next one is taken.
+    assert_eq!(cooling_in(&shared).await, ["k0"]);
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            clear(&http, a, "k0").await.0 == 200
+        })
+        .await,
+        "the clear is refused after the heal"
+    );
+    assert!(cooling_in(&shared).await.is_empty());
+    drop(redis);
 }
