@@ -1,9 +1,11 @@
-//! Redis answers, but refuses writes: `OOM` at `maxmemory` with `noeviction`, `MISCONF` after a
-//! failed background save, `READONLY` from a master demoted to a replica. `PING` and reads work throughout, so a node cannot tell from a
-//! ping; only the write's reply says. Requests keep being served, an operator action is never
-//! reported done unless Redis has it (503 `cluster_store_unavailable` naming Redis's reply
-//! otherwise, with nothing changed here and nothing queued), and once Redis heals the nodes and
-//! Redis agree again within a second.
+//! Redis answers, but refuses: writes with `OOM` at `maxmemory` with `noeviction`, `MISCONF`
+//! after a failed background save (which refuses `PING` too) and `READONLY` from a master
+//! demoted to a replica, while reads still work, so a node cannot tell from a ping; or every
+//! command with `BUSY` (a script past its limit) and `LOADING` (a restart reading its
+//! dataset). Requests keep being served, an operator action is never reported done unless
+//! Redis has it (503 `cluster_store_unavailable` naming Redis's reply otherwise, with nothing
+//! changed here and nothing queued), and once Redis heals the nodes and Redis agree again
+//! within a second.
 //!
 //! It used to answer 200 `{"cleared":1}` after a passing `PING` while the clear never reached
 //! Redis (dropped by the writer behind writes that kept failing, or refused outright), and the
@@ -584,6 +586,116 @@ async fn operator_actions_while_a_script_runs_past_its_limit_answer_503_busy_and
         })
         .await,
         "the clear is refused after the heal"
+    );
+    assert!(cooling_in(&shared).await.is_empty());
+    drop(redis);
+}
+
+/// Redis restarted and still loading its dataset: `LOADING` to every command until the last
+/// key is read (`key-load-delay` stretches that to seconds). Requests keep being served on
+/// local state, an operator action is refused and changes nothing, and once the data is loaded
+/// the nodes and Redis agree again within a second, on the state Redis saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_actions_while_redis_loads_its_dataset_answer_503_and_change_nothing() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    // 20,000 keys at 100 µs each: about two seconds of LOADING after a restart, with clients
+    // answered (`LOADING`) every KiB read rather than every 2 MiB.
+    let mut redis = RedisServer::start_with(&[
+        "--key-load-delay",
+        "100",
+        "--loading-process-events-interval-bytes",
+        "1024",
+    ])
+    .unwrap();
+    let nodes = start(&mock, redis.url()).await;
+    let [a, b] = [&nodes[0], &nodes[1]];
+    let http = client();
+    let shared = store(&redis.url());
+
+    rate_limit(&http, &mock, a, "sk-0").await;
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "the 429 did not reach Redis and b"
+    );
+    let port = redis.port;
+    let filled = redis_cli(
+        port,
+        &[
+            "EVAL",
+            "for i = 1, 20000 do redis.call('SET', 'filler:' .. i, 'x') end return 1",
+            "0",
+        ],
+    )
+    .await;
+    assert_eq!(filled.trim(), "1", "{filled}");
+    assert_eq!(redis_cli(port, &["SAVE"]).await.trim(), "OK");
+    redis = tokio::task::spawn_blocking(move || {
+        redis.restart().unwrap();
+        redis
+    })
+    .await
+    .unwrap();
+    let ping = redis_cli(port, &["PING"]).await;
+    assert!(
+        ping.starts_with("LOADING"),
+        "not loading after the restart: {ping}"
+    );
+
+    let (status, reply) = clear(&http, a, "k0").await;
+    assert_eq!(status, 503, "{reply}");
+    assert_eq!(
+        reply["error"]["code"], "cluster_store_unavailable",
+        "{reply}"
+    );
+    let named = reply["error"]["storeError"].as_str().unwrap_or_default();
+    assert!(
+        ["LOADING", "UNAVAILABLE", "RESET"].contains(&named),
+        "the 503 names {named:?}: {reply}"
+    );
+    assert_eq!(cooling_on(&http, a).await, ["k0"], "a cleared locally");
+    for node in [a, b] {
+        let (status, reply) = chat(&http, node).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    assert!(
+        redis_cli(port, &["PING"]).await.starts_with("LOADING"),
+        "the dataset loaded before the checks ended: the fault was not exercised throughout"
+    );
+
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            redis_cli(port, &["PING"]).await.trim() == "PONG"
+        })
+        .await,
+        "Redis never finished loading"
+    );
+    // The test's own connection broke with the restart: reconnected before it judges.
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            shared.read_connections(&CONNS).await.is_ok()
+        })
+        .await,
+        "the test cannot read Redis after the load"
+    );
+    assert!(
+        eventually(HEALED_WITHIN, || async {
+            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
+        })
+        .await,
+        "not in agreement {HEALED_WITHIN:?} after the load: redis {:?}, a {:?}, b {:?}",
+        cooling_in(&shared).await,
+        cooling_on(&http, a).await,
+        cooling_on(&http, b).await
+    );
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            clear(&http, a, "k0").await.0 == 200
+        })
+        .await,
+        "the clear is refused after the load"
     );
     assert!(cooling_in(&shared).await.is_empty());
     drop(redis);
