@@ -37,4 +37,5 @@ pub mod state;
 pub mod telemetry;
 pub mod transport;
 pub mod upstream;
+pub mod usage_ledger;
 pub mod usage_wall;

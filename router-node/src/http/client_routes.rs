@@ -20,9 +20,8 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::errors::{ClientFormat, GatewayError};
+use super::request_end::{self, End, RequestCtx, Sent, Served, StreamLine};
 use super::{ingress, scrub, trace};
-use crate::access_log;
-use crate::metrics::RequestTimer;
 use crate::metrics::labels::Route;
 use crate::reload::Rt;
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
@@ -89,35 +88,33 @@ async fn handle_request(
 ) -> HttpResponse {
     let started = Instant::now();
     let timer = rt.metrics.start_request(format.into());
-    let request_id = request_id(&req);
+    let ctx = RequestCtx::new(request_id(&req), started, timer);
     let _inflight = InflightGuard::new(&rt);
+    let refused = |ctx, key: Option<&str>, model: &str, e: GatewayError| {
+        let end = End::Error {
+            key,
+            model,
+            error: &e,
+            upstream: Duration::ZERO,
+        };
+        request_end::finish(ctx, &rt, end, e.to_response(format))
+    };
     let route_req = match ingress::prepare(&rt, &req, payload, format).await {
         Ok(r) => match cluster_admission(&rt, &req, r).await {
             Ok(r) => r,
-            Err((key, model, e)) => {
-                access_log_error(&request_id, key.as_deref(), &model, &e, started);
-                timer.finish(e.status.as_u16(), Duration::ZERO);
-                return e.to_response(format);
-            }
+            Err((key, model, e)) => return refused(ctx, key.as_deref(), &model, e),
         },
-        Err(e) => {
-            access_log_error(&request_id, None, "", &e, started);
-            timer.finish(e.status.as_u16(), Duration::ZERO);
-            return e.to_response(format);
-        }
+        Err(e) => return refused(ctx, None, "", e),
     };
     let background = route_req.body.background;
     let mut resp = if route_req.body.stream {
-        stream_response(rt, route_req, format, request_id, started, timer).await
+        stream_response(rt, route_req, format, ctx).await
     } else {
         // Boxed: the JSON path holds the whole routing future inline, and the handler future
         // is sized for its largest branch. Inline, every stream would carry that unused room
         // (about 4.5 KiB) next to its own boxed routing future while it waits for its first
         // content; one allocation per JSON request costs less than that at 5,000 streams.
-        Box::pin(json_or_error(
-            rt, route_req, format, request_id, started, timer,
-        ))
-        .await
+        Box::pin(json_or_error(rt, route_req, format, ctx)).await
     };
     if background {
         // `background: true` (Responses) is served synchronously; say so.
@@ -153,28 +150,31 @@ async fn json_or_error(
     rt: Arc<Runtime>,
     route_req: RouteRequest,
     format: ClientFormat,
-    request_id: String,
-    started: Instant,
-    timer: RequestTimer,
+    ctx: RequestCtx,
 ) -> HttpResponse {
     match routing::route(&rt, &route_req).await {
         Ok(routed) => {
-            let resp = json_response(&routed, &request_id);
-            access_log_ok(&request_id, &route_req, &routed, started, None);
-            record_usage(&rt, route_req.key_id(), &routed);
-            drop(routed);
-            timer.finish_with(resp, route_req.upstream_wait.get())
+            let resp = json_response(&routed, &ctx.request_id);
+            let end = End::Json {
+                req: &route_req,
+                routed: &routed,
+            };
+            request_end::finish(ctx, &rt, end, resp)
         }
         Err(e) => {
-            access_log_error(
-                &request_id,
-                route_req.key_id(),
-                &route_req.body.model,
-                &e,
-                started,
-            );
-            timer.finish_with(e.to_response(format), route_req.upstream_wait.get())
+            let end = error_end(&route_req, &e);
+            request_end::finish(ctx, &rt, end, e.to_response(format))
         }
+    }
+}
+
+/// A routed request's error as its end.
+fn error_end<'a>(req: &'a RouteRequest, e: &'a GatewayError) -> End<'a> {
+    End::Error {
+        key: req.key_id(),
+        model: &req.body.model,
+        error: e,
+        upstream: req.upstream_wait.get(),
     }
 }
 
@@ -213,9 +213,7 @@ async fn stream_response(
     rt: Arc<Runtime>,
     route_req: RouteRequest,
     format: ClientFormat,
-    request_id: String,
-    started: Instant,
-    timer: RequestTimer,
+    ctx: RequestCtx,
 ) -> HttpResponse {
     let after = rt.settings.load().stream.early_keepalive_after_ms;
     let rt2 = rt.clone();
@@ -227,10 +225,10 @@ async fn stream_response(
     let early = tokio::time::sleep(Duration::from_millis(after.max(1)));
     tokio::select! {
         res = &mut routing => match res {
-            Ok(routed) => committed_response(rt, routed, &route_req, request_id, started, timer),
+            Ok(routed) => committed_response(rt, routed, &route_req, ctx),
             Err(e) => {
-                access_log_error(&request_id, route_req.key_id(), &route_req.body.model, &e, started);
-                timer.finish_with(e.to_response(format), route_req.upstream_wait.get())
+                let end = error_end(&route_req, &e);
+                request_end::finish(ctx, &rt, end, e.to_response(format))
             }
         },
         () = early => {
@@ -257,8 +255,7 @@ async fn stream_response(
                 };
                 match res {
                     Ok(routed) => {
-                        let log = (request_id.clone(), started);
-                        let mut body = committed_body(rt.clone(), routed, &route_req, log, timer);
+                        let mut body = committed_body(rt.clone(), routed, &route_req, ctx);
                         while let Some(chunk) = body.next().await {
                             let Ok(chunk) = chunk else { break };
                             if tx.send(chunk).await.is_err() {
@@ -267,8 +264,7 @@ async fn stream_response(
                         }
                     }
                     Err(e) => {
-                        access_log_error(&request_id, route_req.key_id(), &route_req.body.model, &e, started);
-                        timer.finish(e.status.as_u16(), route_req.upstream_wait.get());
+                        request_end::finish(ctx, &rt, error_end(&route_req, &e), Sent);
                         let frame = sse::format_error_event(sse_format(format), e.error_type, &e.code, &e.message);
                         let _ = tx.send(Bytes::from(frame)).await;
                     }
@@ -291,9 +287,7 @@ fn committed_response(
     rt: Arc<Runtime>,
     routed: Routed,
     route_req: &Arc<RouteRequest>,
-    request_id: String,
-    started: Instant,
-    timer: RequestTimer,
+    ctx: RequestCtx,
 ) -> HttpResponse {
     let conn = routed.conn.id.to_string();
     let attempts = routed.attempts;
@@ -303,18 +297,20 @@ fn committed_response(
     };
     if matches!(routed.body, RoutedBody::Json(_)) {
         // The upstream answered a stream request with JSON: pass it through as is.
-        let resp = json_response(&routed, &request_id);
-        access_log_ok(&request_id, route_req, &routed, started, None);
-        record_usage(&rt, route_req.key_id(), &routed);
-        return timer.finish_with(resp, route_req.upstream_wait.get());
+        let resp = json_response(&routed, &ctx.request_id);
+        let end = End::Json {
+            req: route_req,
+            routed: &routed,
+        };
+        return request_end::finish(ctx, &rt, end, resp);
     }
-    let log = (request_id.clone(), started);
+    let request_id = ctx.request_id.clone();
     let param_headers: Vec<(&str, String)> = routed
         .translation
         .iter()
         .flat_map(|t| t.param_headers())
         .collect();
-    let body = committed_body(rt, routed, route_req, log, timer);
+    let body = committed_body(rt, routed, route_req, ctx);
     let mut b = HttpResponse::Ok();
     for (k, v) in headers {
         b.insert_header((k, v));
@@ -331,28 +327,32 @@ fn committed_response(
         .streaming(body)
 }
 
-/// The committed stream's body; finalisation (permits, observations, access log) runs once.
+/// The committed stream's body; finalisation (permits, observations, the request's end)
+/// runs once.
 fn committed_body(
     rt: Arc<Runtime>,
     routed: Routed,
     route_req: &Arc<RouteRequest>,
-    log: (String, Instant),
-    mut timer: RequestTimer,
+    mut ctx: RequestCtx,
 ) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, actix_web::Error>>>> {
-    timer.commit(route_req.upstream_wait.get());
-    trace::routed(&log.0, route_req, &routed);
+    ctx.commit(route_req.upstream_wait.get());
+    trace::routed(&ctx.request_id, route_req, &routed);
     if let Some(policy) = super::seamed::policy(&rt, route_req) {
-        return super::seamed::body(rt, routed, route_req, log, timer, policy);
+        return super::seamed::body(rt, routed, route_req, ctx, policy);
     }
     // The request span ends with the stream, not with the handler.
     let span = telemetry::current();
+    let RoutedBody::Stream(stream) = &routed.body else {
+        return Box::pin(futures_util::stream::empty());
+    };
+    let line = StreamLine::of(route_req, &routed, stream.ready_after_ms, stream.reopens);
     let Routed {
         body,
         conn,
         provider,
         model,
         target,
-        attempts,
+        attempts: _,
         probe: _,
         permits,
         translation,
@@ -362,24 +362,10 @@ fn committed_body(
         return Box::pin(futures_util::stream::empty());
     };
     let rt_heartbeat = rt.settings.load().stream.heartbeat_interval_ms;
-    // Time to first content of the committed attempt (the commit point).
-    let ttft_ms = stream.ready_after_ms;
-    // Truncations inside the stream recovery hold reopened before this stream.
-    let recovered = stream.reopens;
     // An upstream may echo this connection's key in error text relayed after the commit.
     // Only for building the scrubber below; the finaliser reads the key from `conn`, so no
     // copy of it is kept for the stream's life.
     let secret = conn.scrub_secret.clone();
-    let key_id = route_req.key_id().map(str::to_owned);
-    let client_model = route_req.body.model.clone();
-    let dropped = translation
-        .as_ref()
-        .and_then(|t| t.dropped())
-        .map(str::to_owned);
-    let emulated = translation
-        .as_ref()
-        .and_then(|t| t.emulated())
-        .map(str::to_owned);
     let on_finish = Box::new(move |end: StreamEnd| {
         // Permits and in-flight counts are released here, exactly once.
         drop(permits);
@@ -390,51 +376,19 @@ fn committed_body(
                 &rt, &provider, &conn, &model, &target, &f,
             );
         }
-        book_side_calls(&rt, key_id.as_deref(), &side_calls);
-        let tokens = routing::with_side_usage(end.usage, &side_calls);
-        if let Some(mut line) = access_log::Line::start("request") {
-            line.str("request_id", &log.0)
-                .str("api_key", key_id.as_deref().unwrap_or("-"))
-                .str("model", &client_model)
-                .str("route_target", &target)
-                .str("connection", &conn.id)
-                .u64("attempts", u64::from(attempts))
-                .u64("status", 200)
-                .bool("stream", true)
-                .u64("ttft_ms", ttft_ms)
-                .u64("recovered", u64::from(recovered))
-                .bool("completed", end.completed)
-                .bool("client_disconnected", end.client_disconnected)
-                .str("abort", end.abort.as_ref().map_or("-", |a| a.code()))
-                .u64("bytes", end.bytes)
-                .u64(
-                    "input_tokens",
-                    tokens.as_ref().and_then(|u| u.input).unwrap_or(0),
-                )
-                .u64(
-                    "output_tokens",
-                    tokens.as_ref().and_then(|u| u.output).unwrap_or(0),
-                )
-                .u64("duration_ms", millis(log.1.elapsed()));
-            if let Some(dropped) = &dropped {
-                line.str("dropped_params", dropped);
-            }
-            if let Some(emulated) = &emulated {
-                line.str("emulated_params", emulated);
-            }
-            line.finish();
-        }
-        rt.metrics.stream_end(provider.idx, &model, &end);
-        crate::admin::usage::record(
-            &rt,
-            key_id.as_deref(),
-            &model,
-            &provider.id,
-            &conn.id,
-            end.usage.as_ref(),
-        );
-        timer.finish(200, Duration::ZERO);
-        trace::stream_end(&span, &end);
+        let served = Served {
+            provider: &provider,
+            model: &model,
+            connection: &conn.id,
+            side_calls: &side_calls,
+        };
+        let end = End::Stream {
+            line: &line,
+            served,
+            end: &end,
+            span: &span,
+        };
+        request_end::finish(ctx, &rt, end, Sent);
     });
     super::seamed::client_body(
         stream,
@@ -478,88 +432,6 @@ fn generated_request_id(n: u64) -> String {
     id
 }
 
-fn access_log_ok(
-    request_id: &str,
-    req: &RouteRequest,
-    routed: &Routed,
-    started: Instant,
-    _tokens: Option<()>,
-) {
-    let total = started.elapsed();
-    let upstream = req.upstream_wait.get();
-    let own = match &routed.body {
-        RoutedBody::Json(ok) => ok.usage,
-        RoutedBody::Stream(_) => None,
-    };
-    // The whole request's tokens: a multi-call combo's other calls included.
-    let usage = routing::with_side_usage(own, &routed.side_calls);
-    trace::routed(request_id, req, routed);
-    let Some(mut line) = access_log::Line::start("request") else {
-        return;
-    };
-    line.str("request_id", request_id)
-        .str("api_key", req.key_id().unwrap_or("-"))
-        .str("model", &req.body.model)
-        .str("route_target", &routed.target)
-        .str("connection", &routed.conn.id)
-        .u64("attempts", u64::from(routed.attempts))
-        .u64("status", 200)
-        .bool("stream", false)
-        .u64("duration_ms", millis(total))
-        .u64("upstream_ms", millis(upstream))
-        .u64(
-            "overhead_us",
-            u64::try_from(total.saturating_sub(upstream).as_micros()).unwrap_or(u64::MAX),
-        )
-        .u64(
-            "input_tokens",
-            usage.as_ref().and_then(|u| u.input).unwrap_or(0),
-        )
-        .u64(
-            "output_tokens",
-            usage.as_ref().and_then(|u| u.output).unwrap_or(0),
-        );
-    if let Some(dropped) = routed.translation.as_ref().and_then(|t| t.dropped()) {
-        line.str("dropped_params", dropped);
-    }
-    if let Some(emulated) = routed.translation.as_ref().and_then(|t| t.emulated()) {
-        line.str("emulated_params", emulated);
-    }
-    line.finish();
-}
-
-pub(super) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn access_log_error(
-    request_id: &str,
-    key: Option<&str>,
-    model: &str,
-    e: &GatewayError,
-    started: Instant,
-) {
-    trace::error(request_id, key, model, e);
-    let Some(mut line) = access_log::Line::start("request") else {
-        return;
-    };
-    // Every target's skip reason, as in the combo diagnostics header (`target:reason,…`).
-    let skips = e
-        .headers
-        .iter()
-        .find(|(k, _)| k.as_str() == "x-switchyard-combo-excluded")
-        .and_then(|(_, v)| v.to_str().ok())
-        .unwrap_or("-");
-    line.str("request_id", request_id)
-        .str("api_key", key.unwrap_or("-"))
-        .str("model", model)
-        .u64("status", u64::from(e.status.as_u16()))
-        .str("code", &e.code)
-        .str("skips", skips)
-        .u64("duration_ms", millis(started.elapsed()));
-    line.finish();
-}
-
 /// Counts a request in flight for exactly as long as its handler runs.
 struct InflightGuard(Arc<Runtime>);
 
@@ -581,43 +453,6 @@ impl Drop for InflightGuard {
             .stats
             .inflight
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-/// Records the token usage of a routed JSON answer (metrics and the usage ledger), and of
-/// the multi-call combo's other calls that produced it.
-fn record_usage(rt: &Runtime, key: Option<&str>, routed: &Routed) {
-    let RoutedBody::Json(ok) = &routed.body else {
-        return;
-    };
-    if let Some(usage) = &ok.usage {
-        rt.metrics.usage(routed.provider.idx, &routed.model, usage);
-    }
-    crate::admin::usage::record(
-        rt,
-        key,
-        &routed.model,
-        &routed.provider.id,
-        &routed.conn.id,
-        ok.usage.as_ref(),
-    );
-    book_side_calls(rt, key, &routed.side_calls);
-}
-
-/// Books each side call of a multi-call combo on its own connection: a fusion panel member
-/// or an earlier pipeline step is the client's usage too, but not the answering connection's.
-pub(super) fn book_side_calls(rt: &Runtime, key: Option<&str>, calls: &[routing::SideCall]) {
-    for call in calls {
-        rt.metrics
-            .usage(call.provider.idx, &call.model, &call.usage);
-        crate::admin::usage::record(
-            rt,
-            key,
-            &call.model,
-            &call.provider.id,
-            &call.connection,
-            Some(&call.usage),
-        );
     }
 }
 

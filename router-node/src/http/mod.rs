@@ -6,6 +6,7 @@ pub mod count_tokens;
 pub mod fallback;
 pub mod ingress;
 pub mod leases;
+pub mod request_end;
 mod seam_log;
 pub mod seamed;
 pub mod server;

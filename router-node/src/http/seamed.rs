@@ -17,17 +17,16 @@
 //! headers) with the connections that already served the stream left out.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchyard_shared::config::Resolved;
 use switchyard_shared::sse;
 
 use super::errors::ClientFormat;
-use super::seam_log::{self, FirstSegment, SegmentRecord};
-use super::{scrub, trace};
+use super::request_end::{self, End, RequestCtx, Sent, Served, StreamLine};
+use super::scrub;
+use super::seam_log::SegmentRecord;
 use crate::api::body::parse_body;
-use crate::metrics::RequestTimer;
 use crate::routing::translation::{self, Translation};
 use crate::routing::{self, RouteRequest, Routed, RoutedBody};
 use crate::runtime::Runtime;
@@ -126,16 +125,13 @@ fn open_segment(shared: &Shared, routed: Routed) -> Result<ClientBody, String> {
         if let Some(f) = failure_after_commit(&end, secret2.as_deref()) {
             routing::observe::after_commit_failure(&s.rt, &provider, &conn2, &model, &target, &f);
         }
-        s.rt.metrics.stream_end(provider.idx, &model, &end);
-        crate::admin::usage::record(
-            &s.rt,
-            s.key_id.as_deref(),
-            &model,
-            &provider.id,
-            &conn2.id,
-            end.usage.as_ref(),
-        );
-        super::client_routes::book_side_calls(&s.rt, s.key_id.as_deref(), &side_calls);
+        let served = Served {
+            provider: &provider,
+            model: &model,
+            connection: &conn2.id,
+            side_calls: &side_calls,
+        };
+        request_end::segment_ended(&s.rt, s.key_id.as_deref(), &served, &end);
         if let Ok(mut ledger) = s.ledger.lock() {
             ledger.push(SegmentRecord {
                 conn_idx: conn2.idx,
@@ -188,31 +184,14 @@ pub fn body(
     rt: Arc<Runtime>,
     routed: Routed,
     route_req: &Arc<RouteRequest>,
-    log: (String, Instant),
-    timer: RequestTimer,
+    ctx: RequestCtx,
     policy: SeamPolicy,
 ) -> ClientBody {
     let span = telemetry::current();
     let RoutedBody::Stream(stream) = &routed.body else {
         return Box::pin(futures_util::stream::empty());
     };
-    let first = FirstSegment {
-        ttft_ms: stream.ready_after_ms,
-        recovered: stream.reopens,
-        target: routed.target.clone(),
-        connection: routed.conn.id.to_string(),
-        attempts: routed.attempts,
-        dropped: routed
-            .translation
-            .as_ref()
-            .and_then(|t| t.dropped())
-            .map(str::to_owned),
-        emulated: routed
-            .translation
-            .as_ref()
-            .and_then(|t| t.emulated())
-            .map(str::to_owned),
-    };
+    let line = StreamLine::of(route_req, &routed, stream.ready_after_ms, stream.reopens);
     let shared = Shared {
         rt: rt.clone(),
         key_id: route_req.key_id().map(str::to_owned),
@@ -224,26 +203,18 @@ pub fn body(
         Err(_) => return Box::pin(futures_util::stream::empty()),
     };
     let ledger = shared.ledger.clone();
-    let key_id = shared.key_id.clone();
-    let model = route_req.body.model.clone();
     let on_end = Box::new(move |seams: SeamsEnd| {
         let segments = ledger
             .lock()
             .map(|mut l| std::mem::take(&mut *l))
             .unwrap_or_default();
-        let end = seam_log::merged_end(&segments, &seams);
-        seam_log::access_line(
-            &log,
-            key_id.as_deref(),
-            &model,
-            &first,
-            &segments,
-            &seams,
-            &end,
-        );
-        seam_log::count_decisions(&rt, &seams);
-        timer.finish(200, Duration::ZERO);
-        trace::stream_end(&span, &end);
+        let end = End::Seamed {
+            line: &line,
+            segments: &segments,
+            seams: &seams,
+            span: &span,
+        };
+        request_end::finish(ctx, &rt, end, Sent);
     });
     Box::pin(SeamedBody::new(
         first_body,
