@@ -39,6 +39,7 @@ pub mod sse;
 pub mod strategy;
 pub mod translate;
 pub mod usage;
+pub mod verdict;
 pub mod wire;
 
 /// Milliseconds on whatever clock the caller uses (a monotonic node clock, or Redis `TIME` in

@@ -1,5 +1,6 @@
-//! Turning an attempt's outcome into policy effects: restatement, classification, and the
-//! observations sent to the owning actors.
+//! Turning an attempt's outcome into policy effects: the verdict on a failure
+//! ([`switchyard_shared::verdict`], pure) applied, and the observations sent to the owning
+//! actors.
 //!
 //! Each attempt is accounted exactly once: one breaker observation (or none for a plain success
 //! on a clean CLOSED breaker), one connection observation for failures (or a success report
@@ -10,20 +11,13 @@ use std::sync::Arc;
 
 use switchyard_shared::Millis;
 use switchyard_shared::admission::{ConnectionBlock, CoolingScope};
-use switchyard_shared::classify::{
-    self, Classification, ClassifyInput, MatchedRule, StructuredError, TransportFailure,
-};
+use switchyard_shared::classify::{self, Classification};
 use switchyard_shared::cooldown::{self, ConnEvent, FailureObservation};
-use switchyard_shared::hints;
-use switchyard_shared::lockout::{
-    LockFailure, LockKey, LockReason, LockoutScope, resolve_lock_key, select_lockout_cooldown,
-};
-use switchyard_shared::outcome::{
-    BreakerOutcome, CooldownHint, FailureReason, LockScope, TerminalSignal,
-};
-use switchyard_shared::restatement;
+use switchyard_shared::lockout::{LockFailure, LockKey, LockReason};
+use switchyard_shared::outcome::BreakerOutcome;
 use switchyard_shared::settings::ResilienceSettings;
 use switchyard_shared::strategy::AttemptOutcome;
+use switchyard_shared::verdict::{self, Attempt, BodyRetry, Context};
 
 use super::report::UpstreamFailure;
 use crate::actors::{self, BreakerObserve, ObserveFailure, ObserveSuccess, ProbeGuard};
@@ -31,9 +25,6 @@ use crate::actors::{ConnHandle, ProviderHandle};
 use crate::api::scrub::scrub_text;
 use crate::runtime::RoutingTable;
 use crate::upstream::AttemptFailure;
-
-/// The classification rule of a 404 that names a route, not a model.
-const ROUTE_RULE: &str = classify::ROUTE_NOT_FOUND_RULE;
 
 /// The policy's reading of a failed attempt.
 #[derive(Debug, Clone)]
@@ -74,6 +65,9 @@ pub fn after_commit_failure(
     );
 }
 
+/// Reads the attempt against the node's state, judges it ([`verdict::judge`], pure) and
+/// applies the verdict: the strategies' inputs, the queue's pause, the connection's
+/// observation (with the block it is about to cause), the breaker and the provider cooldown.
 #[allow(clippy::too_many_arguments)]
 fn judge(
     rt: &RoutingTable,
@@ -93,165 +87,7 @@ fn judge(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let retry_after = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
-        .and_then(|(_, v)| hints::parse_retry_after(v, epoch));
-    let mut status = failure.status.unwrap_or(0);
-    let mut client_retry_after = None;
-    let rules = rt
-        .restatement
-        .get(provider.idx)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let mut operator_veto = false;
-    if let Some(s) = failure.status {
-        match restatement::restate(s, &failure.message, &failure.body, rules, retry_after) {
-            Some(r) => {
-                status = r.status;
-                client_retry_after = r.retry_after_ms;
-            }
-            // An exclude marker vetoes every reading of the body, not only the restatement.
-            None => {
-                operator_veto =
-                    restatement::vetoed(s, &failure.message, &failure.body, rules).is_some();
-            }
-        }
-    }
-    let hint = hints::upstream_hint(&headers, &failure.body, epoch);
     let settings = rt.settings.load();
-    let use_hints = settings
-        .cooldown_params(provider.config.category, conn.config.disable_cooling)
-        .use_upstream_retry_hints;
-    let file_rules = rt
-        .error_rules
-        .get(provider.idx)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    // Runtime rules (PATCH or `[resilience.provider_error_rules]`) go first, read per failure
-    // so that a patch applies to the next one.
-    let merged;
-    let operator = match settings.provider_error_rules.get(&*provider.id) {
-        Some(runtime) if !runtime.is_empty() => {
-            merged = classify::ErrorRule::with_runtime(runtime, file_rules);
-            merged.as_slice()
-        }
-        _ => file_rules,
-    };
-    let text = format!("{} {}", failure.message, failure.body);
-    let upstream_error = classify::parse_error_body(&failure.body);
-    let classification = classify::classify(&ClassifyInput {
-        status,
-        transport: failure.transport,
-        error_text: &text,
-        body: &failure.body,
-        structured: StructuredError {
-            code: upstream_error.code.as_deref(),
-            error_type: upstream_error.error_type.as_deref(),
-        },
-        headers: &headers,
-        upstream_hint_ms: hint,
-        provider_id: &provider.id,
-        category: provider.config.category,
-        per_model_quota: provider.config.per_model_quota,
-        use_upstream_retry_hints: use_hints,
-        operator_rules: operator,
-        now_epoch_ms: epoch,
-        is_combo,
-        request_scoped: false,
-        operator_veto,
-    });
-
-    // The strategies' inputs: the quota windows the error stated, and the attempt itself
-    // (a committed stream's latency and success were recorded at its commit point).
-    conn.observe_quota_headers(&headers, now, epoch);
-    if count_for_breaker {
-        conn.observe_attempt(
-            strategy_outcome(failure.transport, classification.request_scoped),
-            failure.elapsed_ms,
-            now,
-        );
-    }
-
-    // Connection cooldown or model lockout. A request-scoped failure (context overflow, an
-    // invalid parameter, an unknown route …) changes neither: it is this request's fault.
-    let request_scoped = classification.request_scoped;
-    let model_scoped = classification.scope == LockScope::Model;
-    // The combo path of the lockout (`model_lockout.enabled`, status in `error_codes`); a
-    // concurrency cap frees in a second and locks nothing.
-    let combo_path = is_combo
-        && settings.model_lockout.enabled
-        && settings.model_lockout.error_codes.contains(&status)
-        && classification.rule != MatchedRule::Builtin(classify::CONCURRENCY_RULE);
-    // A terminal state is about the credential: the connection is out, no lock is needed.
-    let terminal = matches!(
-        classification.terminal,
-        TerminalSignal::Banned | TerminalSignal::CreditsExhausted
-    );
-    let mut lockout = if request_scoped || terminal {
-        None
-    } else if model_scoped || combo_path {
-        let model_ref = provider.model_ref(&conn.id, model);
-        let stated = classification
-            .reset_hint_ms
-            .or(match classification.cooldown {
-                CooldownHint::Upstream(ms) | CooldownHint::Fixed(ms) => Some(ms),
-                CooldownHint::None | CooldownHint::ScaledBackoff => None,
-            });
-        let lock_hint = if combo_path {
-            // The reference's `selectLockoutCooldownMs`: a stated reset longer than the base
-            // is used exactly, otherwise the lockout's own backoff.
-            select_lockout_cooldown(stated, &settings.lockout())
-        } else {
-            match (classification.reset_hint_ms, classification.cooldown) {
-                (Some(ms), _) => CooldownHint::Upstream(ms),
-                (None, CooldownHint::None) => CooldownHint::ScaledBackoff,
-                (None, other) => other,
-            }
-        };
-        // A spent quota with no stated reset is locked until the daily reset (the reference's
-        // `recordModelLockoutFailure`), not for the transient backoff.
-        let lock_hint = match lock_hint {
-            CooldownHint::ScaledBackoff
-                if classification.reason == FailureReason::QuotaExhausted && stated.is_none() =>
-            {
-                CooldownHint::Upstream(hints::ms_until_utc_midnight(epoch))
-            }
-            other => other,
-        };
-        // With `model_lockout.enabled = false` the lockout's own 120 s escalation is off: a
-        // lock that stands in for the connection cooldown (a combo's transient 429, a
-        // per-model-quota failure) lasts what the cooldown would have, the connection's
-        // scaled backoff (3 s on an API key), as the same 429 costs on a direct request.
-        let lock_hint = match lock_hint {
-            CooldownHint::ScaledBackoff if !settings.model_lockout.enabled => {
-                let params =
-                    settings.cooldown_params(provider.config.category, conn.config.disable_cooling);
-                let level = conn.load().state.backoff_level;
-                CooldownHint::Fixed(cooldown::scaled_backoff(&params, level).0)
-            }
-            other => other,
-        };
-        let requested = (classification.rule_scope && model_scoped).then_some(LockoutScope::Model);
-        let key = resolve_lock_key(&model_ref, status, requested);
-        let reason = if status == 404 {
-            LockReason::NotFound
-        } else {
-            LockReason::from(classification.reason)
-        };
-        Some((
-            key,
-            LockFailure {
-                reason,
-                hint: lock_hint,
-                reset_after_ms: settings
-                    .breaker_profile(provider.config.category)
-                    .reset_timeout_ms,
-            },
-        ))
-    } else {
-        None
-    };
     // What the client (and the log) may see: our summary plus the upstream's own message,
     // with the connection's exact key and well-known key formats removed.
     let client_message = {
@@ -261,52 +97,56 @@ fn judge(
         };
         classify::sanitize_message(&scrub_text(&full, conn.api_key.as_deref()))
     };
-    let mut observation = FailureObservation {
+    let attempt = Attempt {
         status: failure.status,
-        reason: classification.reason,
-        // A model-scoped failure locks the model, not the whole connection.
-        hint: if model_scoped {
-            CooldownHint::None
-        } else {
-            classification.cooldown
-        },
-        terminal: classification.terminal,
-        stream_stall: failure.transport == Some(TransportFailure::Stall),
-        message: client_message.clone(),
+        transport: failure.transport,
+        message: &failure.message,
+        body: &failure.body,
+        headers: &headers,
     };
-    // A typed `RetryInfo` on a 429: a wait the queue can sit out paces the connection's
-    // limiter; a longer one (a spent daily quota) locks only this model on this connection.
-    if status == 429
-        && !request_scoped
-        && !terminal
-        && let Some(delay) = hints::typed_retry_info_ms(&failure.body)
-    {
-        match hints::body_retry(delay, conn.queue.settings().max_wait_ms) {
-            hints::BodyRetry::Pace(ms) => {
-                conn.queue.pause_until(now.saturating_add(ms));
-                // In redis mode the peers pause their queue of this connection too.
-                if let Some(cluster) = &rt.cluster {
-                    cluster.share_queue_pause(&conn.id, ms);
-                }
-                rt.metrics.body_retry("pace");
+    let ctx = Context {
+        provider_id: &provider.id,
+        category: provider.config.category,
+        per_model_quota: provider.config.per_model_quota,
+        disable_cooling: conn.config.disable_cooling,
+        backoff_level: conn.load().state.backoff_level,
+        queue_max_wait_ms: conn.queue.settings().max_wait_ms,
+        model_ref: provider.model_ref(&conn.id, model),
+        restatement_rules: rt
+            .restatement
+            .get(provider.idx)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+        file_rules: rt
+            .error_rules
+            .get(provider.idx)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+        settings: &settings,
+        is_combo,
+        now_epoch_ms: epoch,
+    };
+    let v = verdict::judge(&attempt, &ctx, client_message.clone());
+    let request_scoped = v.request_scoped();
+    let model_scoped = v.model_scoped();
+
+    // The strategies' inputs: the quota windows the error stated, and the attempt itself
+    // (a committed stream's latency and success were recorded at its commit point).
+    conn.observe_quota_headers(&headers, now, epoch);
+    if count_for_breaker {
+        conn.observe_attempt(v.strategy, failure.elapsed_ms, now);
+    }
+    match v.body_retry {
+        Some(BodyRetry::Pace(ms)) => {
+            conn.queue.pause_until(now.saturating_add(ms));
+            // In redis mode the peers pause their queue of this connection too.
+            if let Some(cluster) = &rt.cluster {
+                cluster.share_queue_pause(&conn.id, ms);
             }
-            hints::BodyRetry::LockModel(ms) => {
-                let model_ref = provider.model_ref(&conn.id, model);
-                let key = resolve_lock_key(&model_ref, status, Some(LockoutScope::Model));
-                lockout = Some((
-                    key,
-                    LockFailure {
-                        reason: LockReason::QuotaExhausted,
-                        hint: CooldownHint::Upstream(ms),
-                        reset_after_ms: settings
-                            .breaker_profile(provider.config.category)
-                            .reset_timeout_ms,
-                    },
-                ));
-                observation.hint = CooldownHint::None;
-                rt.metrics.body_retry("model_lockout");
-            }
+            rt.metrics.body_retry("pace");
         }
+        Some(BodyRetry::LockModel) => rt.metrics.body_retry("model_lockout"),
+        None => {}
     }
     // What this failure is about to block, computed with the same pure policies the
     // connection's actor applies (the actor may apply it after the answer is sent): a request
@@ -319,8 +159,8 @@ fn judge(
             &settings,
             provider,
             conn,
-            &observation,
-            lockout.as_ref(),
+            &v.observation,
+            v.lockout.as_ref(),
             now,
         )
     };
@@ -329,8 +169,8 @@ fn judge(
             conn,
             ObserveFailure {
                 model: model.clone(),
-                observation,
-                lockout,
+                observation: v.observation,
+                lockout: v.lockout,
                 at: now,
             },
         );
@@ -338,13 +178,8 @@ fn judge(
 
     // Provider breaker: exactly one outcome per attempt (an ignored one hands a probe back).
     if count_for_breaker {
-        let outcome = if classification.skip_provider_breaker || request_scoped {
-            BreakerOutcome::Ignore
-        } else {
-            classification.breaker
-        };
-        report_breaker(rt, provider, outcome, probe, now);
-        if matches!(outcome, BreakerOutcome::Failure(_))
+        report_breaker(rt, provider, v.breaker, probe, now);
+        if matches!(v.breaker, BreakerOutcome::Failure(_))
             && !model_scoped
             && settings.provider_cooldown.enabled
             && let Ok(mut tracker) = rt.provider_cooldown.lock()
@@ -353,49 +188,22 @@ fn judge(
         }
     }
 
-    let retry_after_ms = client_retry_after
-        .or(hint)
-        .filter(|_| matches!(status, 429 | 503));
     let stream_code = failure
         .stream_abort
         .as_ref()
         .map(|a| (a.status(), a.error_type(), a.code()));
-    // The provider's own code, translated where its format has none (Anthropic's "prompt is
-    // too long" is `context_length_exceeded`); a stream readiness failure keeps its own.
-    let code = if status == 0 {
-        None
-    } else if classification.rule == MatchedRule::Builtin(ROUTE_RULE) {
-        Some(classify::ROUTE_NOT_FOUND.to_owned())
-    } else {
-        classify::client_code(&upstream_error, &text)
-    };
     Judged {
         failure: UpstreamFailure {
             target: target.to_owned(),
             connection: conn.id.to_string(),
-            status: (status != 0).then_some(status),
+            status: (v.status != 0).then_some(v.status),
             message: client_message,
-            retry_after_ms,
+            retry_after_ms: v.retry_after_ms,
             stream_code,
-            code,
+            code: v.code,
             block,
         },
-        classification,
-    }
-}
-
-/// How the latency and health strategies read a failed attempt: a timeout feeds the latency
-/// average, a request's own fault (or the client leaving) says nothing about the connection.
-fn strategy_outcome(transport: Option<TransportFailure>, request_scoped: bool) -> AttemptOutcome {
-    match transport {
-        Some(TransportFailure::ClientAbort) => AttemptOutcome::RequestError,
-        Some(
-            TransportFailure::Timeout
-            | TransportFailure::ReadinessTimeout
-            | TransportFailure::IdleTimeout,
-        ) => AttemptOutcome::Timeout,
-        _ if request_scoped => AttemptOutcome::RequestError,
-        _ => AttemptOutcome::Failure,
+        classification: v.classification,
     }
 }
 
@@ -612,32 +420,6 @@ mod tests {
         assert_eq!(
             upstream_error_message(r#"{"error":{"message":"  "}}"#),
             None
-        );
-    }
-}
-
-#[cfg(test)]
-mod strategy_outcome_tests {
-    use super::{AttemptOutcome, TransportFailure, strategy_outcome};
-
-    #[test]
-    fn timeouts_feed_latency_and_request_faults_say_nothing_about_the_connection() {
-        for t in [
-            TransportFailure::Timeout,
-            TransportFailure::ReadinessTimeout,
-            TransportFailure::IdleTimeout,
-        ] {
-            assert_eq!(strategy_outcome(Some(t), false), AttemptOutcome::Timeout);
-        }
-        assert_eq!(
-            strategy_outcome(Some(TransportFailure::ClientAbort), false),
-            AttemptOutcome::RequestError
-        );
-        assert_eq!(strategy_outcome(None, true), AttemptOutcome::RequestError);
-        assert_eq!(strategy_outcome(None, false), AttemptOutcome::Failure);
-        assert_eq!(
-            strategy_outcome(Some(TransportFailure::ConnectRefused), false),
-            AttemptOutcome::Failure
         );
     }
 }
