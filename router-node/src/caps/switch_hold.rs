@@ -1,4 +1,5 @@
-//! After a Redis master switch: re-assert the permits held, and grow only a permit TTL later.
+//! After a Redis master switch or restart: re-assert the permits held, and grow only a permit
+//! TTL later.
 //!
 //! Why: replication is asynchronous, so the promoted replica may lack the grants the old
 //! master made last, or hold them with expiries that have already passed. A node that asked
@@ -33,8 +34,8 @@ impl SwitchHold {
     }
 
     /// Called with the store's master generation read after a call, and when the store
-    /// first resolved that master (the task's clock). Returns whether the generation is new:
-    /// the hold then lasts until `ttl_ms` after the store met the new master, and the call's
+    /// first saw that server (the task's clock). Returns whether the generation is new:
+    /// the hold then lasts until `ttl_ms` after the store first saw the new server, and the call's
     /// grant is bounded like an ask ([`SwitchHold::bound`]), since the call may have run there.
     pub fn after_call(&mut self, generation: u64, since: Millis, ttl_ms: Millis) -> bool {
         if generation == self.generation {

@@ -1,11 +1,12 @@
-//! Which master the store has talked to: a generation bumped each time it is another one.
+//! Which server the store's permit calls ran on: a generation bumped each time it is another.
 //!
 //! Why: replication is asynchronous, so a promoted replica may lack the last writes of the
-//! master it replaces, and every lease in Redis is only as good as the server that holds it.
-//! A node that holds permits must re-assert them on the new master before anyone is granted
-//! more there (see the permit tasks). The store bumps the generation when it resolves a master
-//! address different from the last one, before any command runs on it, so a caller that
-//! reads the generation after a call knows whether that call may have reached a new master.
+//! master it replaces, and a restarted server may have lost them all; every lease in Redis is
+//! only as good as the server that holds it. A node that holds permits must re-assert them on
+//! the new server before anyone is granted more there (see the permit tasks). The permit
+//! script returns the `run_id` of the server that ran it, which a restart and every failover
+//! (Sentinel, Redis Cluster) change; the store records it before the call returns, so a caller
+//! that reads the generation after its call knows whether that call ran on a new server.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -15,7 +16,7 @@ use std::time::Instant;
 pub struct MasterSeen {
     /// How many times the master changed since the store was built.
     pub generation: u64,
-    /// When the store first resolved the current master, if it replaced another one.
+    /// When the store first saw the current server, if it replaced another one.
     pub since: Option<Instant>,
 }
 
@@ -25,31 +26,31 @@ struct State {
     seen: MasterSeen,
 }
 
-/// The last master address and how many times it changed.
+/// The last server seen and how many times it changed.
 #[derive(Debug, Default)]
 pub struct MasterGeneration {
     state: Mutex<State>,
 }
 
 impl MasterGeneration {
-    /// Records that commands now go to `addr`, at `now`; bumps the generation when a
-    /// different master was resolved before (the first one is no switch: nothing was held
-    /// anywhere yet).
-    pub fn observe(&self, addr: &str, now: Instant) {
+    /// Records that a call ran on the server `id` (its run id), at `now`; bumps the generation
+    /// when a different server was seen before (the first one is no switch: this node held
+    /// nothing yet).
+    pub fn observe(&self, id: &str, now: Instant) {
         let mut state = match self.state.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),
         };
         match state.last.as_deref() {
-            Some(prev) if prev == addr => {}
+            Some(prev) if prev == id => {}
             Some(_) => {
-                state.last = Some(addr.to_owned());
+                state.last = Some(id.to_owned());
                 state.seen = MasterSeen {
                     generation: state.seen.generation.saturating_add(1),
                     since: Some(now),
                 };
             }
-            None => state.last = Some(addr.to_owned()),
+            None => state.last = Some(id.to_owned()),
         }
     }
 
@@ -71,22 +72,22 @@ mod tests {
     fn only_a_different_master_after_the_first_is_a_switch() {
         let g = MasterGeneration::default();
         let t0 = Instant::now();
-        g.observe("127.0.0.1:7000", t0);
+        g.observe("run-a", t0);
         assert_eq!(g.current().generation, 0, "the first master is no switch");
         assert_eq!(g.current().since, None);
-        g.observe("127.0.0.1:7000", t0 + Duration::from_secs(1));
+        g.observe("run-a", t0 + Duration::from_secs(1));
         assert_eq!(
             g.current().generation,
             0,
-            "the same master again is no switch"
+            "the same server again is no switch"
         );
         let t2 = t0 + Duration::from_secs(2);
-        g.observe("127.0.0.1:7001", t2);
+        g.observe("run-b", t2);
         assert_eq!(g.current().generation, 1);
         assert_eq!(g.current().since, Some(t2));
-        g.observe("127.0.0.1:7001", t2 + Duration::from_secs(1));
+        g.observe("run-b", t2 + Duration::from_secs(1));
         assert_eq!(g.current().since, Some(t2), "kept while the master stays");
-        g.observe("127.0.0.1:7000", t2 + Duration::from_secs(2));
+        g.observe("run-a", t2 + Duration::from_secs(2));
         assert_eq!(
             g.current().generation,
             2,

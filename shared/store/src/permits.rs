@@ -17,7 +17,7 @@ use super::replies as reply;
 use switchyard_shared::Millis;
 
 static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/permits_acquire_v1.lua")));
+    LazyLock::new(|| Script::new(include_str!("lua/permits_acquire_v2.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/permits_release_v1.lua")));
 
@@ -28,7 +28,8 @@ pub fn local_share(cap: u32, live_nodes: u32) -> u32 {
 
 impl RedisStore {
     /// Leases up to `want` of the connection's `cap` permits for `ttl_ms`; returns the grant
-    /// (possibly 0). Renew by calling again; the new grant replaces the old one.
+    /// (possibly 0). Renew by calling again; the new grant replaces the old one. The script
+    /// also names the server that ran it, which feeds [`RedisStore::master_generation`].
     pub async fn permits_acquire(
         &self,
         conn: &str,
@@ -53,11 +54,22 @@ impl RedisStore {
                     .await
             })
             .await?;
-        let granted = reply::int(CMD, &value)?;
-        match u32::try_from(granted) {
-            Ok(n) if n <= want => Ok(n),
-            _ => Err(reply::protocol(CMD, format!("grant {granted} for {want}"))),
-        }
+        let parts = reply::array(CMD, &value)?;
+        let [granted, run_id] = parts else {
+            return Err(reply::protocol(
+                CMD,
+                "expected the grant and the server's run id",
+            ));
+        };
+        let granted = reply::int(CMD, granted)?;
+        let granted = match u32::try_from(granted) {
+            Ok(n) if n <= want => n,
+            _ => return Err(reply::protocol(CMD, format!("grant {granted} for {want}"))),
+        };
+        // Before the caller reads the master generation: a new server may lack the last
+        // grants (see `master_generation`).
+        self.saw_server(&reply::opt_string(CMD, run_id)?.unwrap_or_default());
+        Ok(granted)
     }
 
     /// Returns the node's permits at once (clean shutdown, or the connection left the config).

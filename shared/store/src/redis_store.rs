@@ -111,7 +111,7 @@ pub struct RedisStore {
     health: Mutex<HealthTracker>,
     started: Instant,
     observer: Arc<dyn StoreObserver>,
-    /// Sentinel mode: the master commands go to, and how often it changed.
+    /// The server that holds the permits (by run id), and how often it changed.
     masters: MasterGeneration,
 }
 
@@ -237,12 +237,17 @@ impl RedisStore {
         }
     }
 
-    /// How many times the store found another master than the one before, and since when it
-    /// uses the current one (Sentinel mode; generation 0 in the other modes). Read it after a
-    /// call: a change means the call may have run on a promoted replica, which may lack the
-    /// last writes of the master it replaced.
+    /// How many times the server holding the permits changed (another run id: a restart, a
+    /// Sentinel or Redis Cluster failover), and since when the store has seen the current one.
+    /// Read it after a permit call: a change means the call may have run on a server that
+    /// lacks the last grants of the one before.
     pub fn master_generation(&self) -> MasterSeen {
         self.masters.current()
+    }
+
+    /// A script named the server that ran it (its `run_id`).
+    pub(crate) fn saw_server(&self, run_id: &str) {
+        self.masters.observe(run_id, Instant::now());
     }
 
     /// Whether the store runs on a Redis Cluster.
@@ -435,12 +440,6 @@ impl RedisStore {
             ))),
             Topology::Sentinel(sentinel) => {
                 let client = sentinel.master().await?;
-                // Before any command runs there, so a caller reading the generation after
-                // its call knows the call may have reached a new master.
-                self.masters.observe(
-                    &client.get_connection_info().addr().to_string(),
-                    Instant::now(),
-                );
                 let manager = StoreConnection::Server(ConnectionManager::new_lazy_with_config(
                     client.clone(),
                     self.manager_config.clone(),

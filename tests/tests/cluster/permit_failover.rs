@@ -21,9 +21,10 @@ use serde_json::{Value, json};
 use crate::support::eventually;
 use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use switchyard_tests::cluster::{cluster_degraded_async, start_node};
-use switchyard_tests::fault_proxy::Mode;
+use switchyard_tests::fault_proxy::{FaultProxy, Mode};
 use switchyard_tests::harness::NodeProcess;
 use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
+use switchyard_tests::redis_server::RedisServer;
 use switchyard_tests::redis_topology::RedisSentinel;
 
 const RUNS: usize = 20;
@@ -212,4 +213,121 @@ async fn a_cap_of_one_holds_across_sentinel_failovers_that_lose_the_last_grants(
             r.answered
         );
     }
+}
+
+/// Restarts of the one Redis (no persistence: every grant is gone) while the load runs.
+const RESTARTS: usize = 6;
+
+/// Load on one node: 2 clients, one request after the other, until `stop`.
+fn load(
+    http: &reqwest::Client,
+    node: &NodeProcess,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<Vec<u16>>> {
+    (0..2)
+        .map(|_| {
+            let (http, url, stop) = (http.clone(), node.client_url(), stop.clone());
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                // Bounded: at most 2,000 requests per client.
+                for _ in 0..2_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    statuses.push(chat(&http, &url).await);
+                }
+                statuses
+            })
+        })
+        .collect()
+}
+
+/// The same on a single Redis restarted empty: the new server (a new `run_id`) holds no
+/// grant, so the first node to ask is granted the permit the other still uses. The holder
+/// reaches Redis through a proxy that delays every chunk by 40 ms, so after each restart the
+/// other node asks first, as a node farther from Redis (another zone) would lose the race.
+/// Without the hold the cap was exceeded after about every other restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cap_of_one_holds_across_redis_restarts_that_lose_every_grant() {
+    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
+    mock.script(
+        FaultSpec {
+            latency_before_headers_ms: Some(60),
+            ..FaultSpec::default()
+        }
+        .for_key("sk-0"),
+    )
+    .unwrap();
+    let body = body(&mock.base_url());
+    let (redis, proxy, nodes) = tokio::task::spawn_blocking(move || {
+        let redis = RedisServer::start().unwrap();
+        let proxy =
+            FaultProxy::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).unwrap();
+        proxy.set_mode(Mode::Delay(Duration::from_millis(40)));
+        let far = format!("redis://{}/0", proxy.addr());
+        let env = [("KEY_0", "sk-0")];
+        let nodes = vec![
+            start_node("node-far", &far, &body, &env).unwrap(),
+            start_node("node-near", &redis.url(), &body, &env).unwrap(),
+        ];
+        (redis, proxy, nodes)
+    })
+    .await
+    .unwrap();
+    for n in &nodes {
+        assert!(
+            eventually(Duration::from_secs(15), || async {
+                !cluster_degraded_async(n.admin).await
+            })
+            .await,
+            "not subscribed; log:\n{}",
+            n.log()
+        );
+    }
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // The far node takes the permit first and keeps it (it always has a request waiting).
+    let mut clients = load(&http, &nodes[0], &stop);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    clients.extend(load(&http, &nodes[1], &stop));
+    let mut redis = redis;
+    let mut peaks = Vec::new();
+    for _ in 0..RESTARTS {
+        // Past the hold of the restart before.
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        redis = tokio::task::spawn_blocking(move || {
+            redis.restart().unwrap();
+            redis
+        })
+        .await
+        .unwrap();
+        peaks.push(mock.stats().max_in_flight_for_key("sk-0"));
+    }
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut statuses = Vec::new();
+    for c in clients {
+        statuses.extend(c.await.unwrap());
+    }
+    let peak = mock.stats().max_in_flight_for_key("sk-0");
+    let served = statuses.iter().filter(|s| **s == 200).count();
+    eprintln!(
+        "{RESTARTS} restarts: peak {peak} in flight (after each restart: {peaks:?}); {served} of {} \
+         requests served",
+        statuses.len()
+    );
+    assert!(
+        peak <= 1,
+        "max_concurrent = 1 exceeded across a restart: {peak} in flight (peaks after each \
+         restart: {peaks:?}); log of node-near:\n{}",
+        nodes[1].log()
+    );
+    assert!(served >= 100, "only {served} of {} served", statuses.len());
+    drop(nodes);
+    drop(proxy);
+    drop(redis);
 }

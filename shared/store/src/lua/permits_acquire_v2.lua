@@ -1,8 +1,10 @@
 -- Cluster-wide max_concurrent as a quota lease: each node leases a block of permits.
 -- KEYS[1] = ZSET node -> expiry (Redis ms)   KEYS[2] = HASH node -> granted permits
 -- ARGV[1] = node id   ARGV[2] = permits wanted   ARGV[3] = cap   ARGV[4] = ttl ms
--- Returns the permits granted to this node (0 <= granted <= wanted, and the live grants of
--- all nodes never sum above the cap).
+-- Returns {granted, run_id}: the permits granted to this node (0 <= granted <= wanted, and the
+-- live grants of all nodes never sum above the cap), and the run id of the server that holds
+-- them. A new run id means a restart or a failover, which may have lost the last grants: the
+-- node then re-asserts what it holds before it grows (v2; v1 returned the grant alone).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local want = tonumber(ARGV[2])
@@ -51,4 +53,5 @@ if last[2] then
 else
   redis.call('DEL', KEYS[1], KEYS[2])
 end
-return granted
+local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+return {granted, run_id}
