@@ -23,7 +23,7 @@ use crate::support::http::{cluster_provider, connection, queue_and_wait_off};
 use switchyard_tests::cluster::{cluster_degraded_async, start_node};
 use switchyard_tests::fault_proxy::{FaultProxy, Mode};
 use switchyard_tests::harness::NodeProcess;
-use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockUpstream};
+use switchyard_tests::mock_upstream::{FaultSpec, MockConfig, MockHandle, MockUpstream};
 use switchyard_tests::redis_server::RedisServer;
 use switchyard_tests::redis_topology::RedisSentinel;
 
@@ -65,15 +65,8 @@ async fn chat(http: &reqwest::Client, url: &str) -> u16 {
     }
 }
 
-struct Run {
-    setup: Duration,
-    peak: u64,
-    served: usize,
-    answered: usize,
-    switched_after: Duration,
-}
-
-async fn one_run(run: usize) -> Run {
+/// The mock upstream, answering sk-0 after 60 ms: requests overlap when two nodes run them.
+async fn upstream() -> MockHandle {
     let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
     mock.script(
         FaultSpec {
@@ -83,6 +76,19 @@ async fn one_run(run: usize) -> Run {
         .for_key("sk-0"),
     )
     .unwrap();
+    mock
+}
+
+struct Run {
+    setup: Duration,
+    peak: u64,
+    served: usize,
+    answered: usize,
+    switched_after: Duration,
+}
+
+async fn one_run(run: usize) -> Run {
+    let mock = upstream().await;
     let body = body(&mock.base_url());
     let setup = Instant::now();
     let (topo, proxy, nodes) = tokio::task::spawn_blocking(move || {
@@ -112,21 +118,8 @@ async fn one_run(run: usize) -> Run {
         .build()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let mut clients = Vec::new();
-    for i in 0..4 {
-        let (http, url, stop) = (http.clone(), nodes[i % 2].client_url(), stop.clone());
-        clients.push(tokio::spawn(async move {
-            let mut statuses = Vec::new();
-            // Bounded: at most 1,000 requests per client.
-            for _ in 0..1_000 {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                statuses.push(chat(&http, &url).await);
-            }
-            statuses
-        }));
-    }
+    let mut clients = load(&http, &nodes[0], &stop);
+    clients.extend(load(&http, &nodes[1], &stop));
     tokio::time::sleep(Duration::from_millis(800)).await;
     // The replica stops hearing the master; the grants go on on the master alone.
     proxy.set_mode(Mode::Blackhole);
@@ -249,15 +242,7 @@ fn load(
 /// Without the hold the cap was exceeded after about every other restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cap_of_one_holds_across_redis_restarts_that_lose_every_grant() {
-    let mock = MockUpstream::start(MockConfig::default()).await.unwrap();
-    mock.script(
-        FaultSpec {
-            latency_before_headers_ms: Some(60),
-            ..FaultSpec::default()
-        }
-        .for_key("sk-0"),
-    )
-    .unwrap();
+    let mock = upstream().await;
     let body = body(&mock.base_url());
     let (redis, proxy, nodes) = tokio::task::spawn_blocking(move || {
         let redis = RedisServer::start().unwrap();
