@@ -20,6 +20,9 @@ use switchyard_tests::harness::{free_ports, http_get_status, workspace_bin};
 struct Demo {
     child: Child,
     stderr: Arc<Mutex<String>>,
+    /// The thread copying the demo's stderr; joined when the demo exits early, so the panic
+    /// shows what it said (it ends when the pipe closes).
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for Demo {
@@ -42,14 +45,18 @@ impl Demo {
         let stderr = Arc::new(Mutex::new(String::new()));
         let pipe = child.stderr.take().unwrap();
         let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                 let mut s = sink.lock().unwrap();
                 s.push_str(&line);
                 s.push('\n');
             }
         });
-        Self { child, stderr }
+        Self {
+            child,
+            stderr,
+            reader: Some(reader),
+        }
     }
 
     fn stderr(&self) -> String {
@@ -65,7 +72,14 @@ impl Demo {
                 return text;
             }
             if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("the demo exited ({status}) before its banner:\n{text}");
+                // What it wrote last may still be in the pipe: read it to the end first.
+                if let Some(reader) = self.reader.take() {
+                    let _ = reader.join();
+                }
+                panic!(
+                    "the demo exited ({status}) before its banner:\n{}",
+                    self.stderr()
+                );
             }
             assert!(Instant::now() < deadline, "no banner in time:\n{text}");
             std::thread::sleep(Duration::from_millis(50));
