@@ -49,7 +49,8 @@ fn hot_path(c: &mut Criterion) {
             return;
         }
     };
-    let (Some(conn), Some(provider)) = (rt.connections.first(), rt.providers.first()) else {
+    let (Some(conn), Some(provider)) = (rt.table.connections.first(), rt.table.providers.first())
+    else {
         return;
     };
     let model = provider.model_ref("openai-1", "gpt-4o-mini");

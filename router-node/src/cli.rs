@@ -101,10 +101,11 @@ fn serve_file(
         let arbiter = actix::Arbiter::new();
         let (client, admin) = {
             let rt = cell.load();
-            if let Some(cluster) = &rt.cluster {
+            if let Some(cluster) = &rt.table.cluster {
                 // Before the actors start, so every actor hands its changes to the writer.
                 // A reload carries both the cluster handle and the actor stats over.
                 let _ = rt
+                    .table
                     .actor_stats
                     .cluster
                     .set(cluster.clone() as Arc<dyn StatePublisher>);
@@ -115,22 +116,22 @@ fn serve_file(
             // actors are seeded from the handles, and the open breakers they start from
             // (redis mode keeps all of it in the cluster store instead).
             let mut breakers = std::collections::HashMap::new();
-            if rt.cluster.is_none()
+            if rt.table.cluster.is_none()
                 && let Some(dir) = env(crate::state::settings_store::STATE_DIR_ENV)
             {
                 breakers = crate::actors::persist::open(
                     Path::new(&dir),
-                    &rt.connections,
-                    &rt.providers,
-                    rt.clock,
+                    &rt.table.connections,
+                    &rt.table.providers,
+                    rt.table.clock,
                 );
             }
             crate::actors::start_actors_seeded(
-                &rt.providers,
-                &rt.connections,
-                &rt.settings.load(),
+                &rt.table.providers,
+                &rt.table.connections,
+                &rt.table.settings.load(),
                 &arbiter.handle(),
-                rt.actor_stats.clone(),
+                rt.table.actor_stats.clone(),
                 &breakers,
             );
             let servers = server::bind(cell.clone())?;
@@ -156,7 +157,7 @@ fn serve_file(
             .await
             .map(|_| ());
         signals.abort();
-        if let Some(cluster) = &cell.load().cluster {
+        if let Some(cluster) = &cell.load().table.cluster {
             // Leave the membership at once rather than after the heartbeat TTL (bounded by the
             // Redis timeout; a failure only means the key expires on its own).
             let _ = cluster.store.remove_node(&cluster.node_id).await;

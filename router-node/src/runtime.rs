@@ -79,8 +79,9 @@ pub struct RoutingTable {
 }
 
 /// The node's runtime: the [`RoutingTable`] a request needs, plus what only the edges need
-/// (client authentication, the admin API, reload and lifecycle). It dereferences to its
-/// routing table, so the edges read both through one value.
+/// (client authentication, the admin API, reload and lifecycle). The routing table is its
+/// `table` field, reached by name: no `Deref`, so an edge that hands the request path its
+/// part says so (`&rt.table`).
 pub struct Runtime {
     pub table: RoutingTable,
     pub config: Config,
@@ -101,14 +102,6 @@ pub struct Runtime {
     pub settings_store: SettingsStore,
     /// Test hooks (actor panic injection) are honoured only with `SWITCHYARD_TEST_HOOKS=1`.
     pub test_hooks: bool,
-}
-
-impl std::ops::Deref for Runtime {
-    type Target = RoutingTable;
-
-    fn deref(&self) -> &RoutingTable {
-        &self.table
-    }
 }
 
 impl Runtime {

@@ -38,9 +38,9 @@ pub fn record(rt: &Runtime, booking: Booking<'_>, reported: Option<&Usage>) {
         connection: booking.connection.clone(),
     };
     if let (Some(key), Some(reported)) = (booking.key, reported) {
-        rt.metrics.key_usage(key, reported);
+        rt.table.metrics.key_usage(key, reported);
     }
-    let now = rt.clock.epoch_ms();
+    let now = rt.table.clock.epoch_ms();
     rt.stats
         .usage
         .record(worker_shard(), now, tuple, Totals::of_request(reported));

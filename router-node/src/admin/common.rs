@@ -214,7 +214,8 @@ pub fn check_id(id: &str, what: &str) -> Result<(), ApiError> {
 /// The index of a configured provider, or 404 `provider_not_found`.
 pub fn provider_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
     check_id(id, "provider")?;
-    rt.provider_by_id
+    rt.table
+        .provider_by_id
         .get(id)
         .copied()
         .ok_or_else(|| clear::provider_not_found(id).into())
@@ -223,7 +224,8 @@ pub fn provider_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
 /// The index of a configured connection, or 404 `connection_not_found`.
 pub fn connection_idx(rt: &Runtime, id: &str) -> Result<usize, ApiError> {
     check_id(id, "connection")?;
-    rt.conn_by_id
+    rt.table
+        .conn_by_id
         .get(id)
         .copied()
         .ok_or_else(|| clear::connection_not_found(id).into())
@@ -235,15 +237,20 @@ pub struct Catalogue<'a>(pub &'a Runtime);
 
 impl clear::Catalogue for Catalogue<'_> {
     fn has_provider(&self, id: &str) -> bool {
-        self.0.provider_by_id.contains_key(id)
+        self.0.table.provider_by_id.contains_key(id)
     }
 
     fn provider_of(&self, connection: &str) -> Option<&str> {
         let conn = self
             .0
+            .table
             .connections
-            .get(*self.0.conn_by_id.get(connection)?)?;
-        self.0.providers.get(conn.provider_idx).map(|p| &*p.id)
+            .get(*self.0.table.conn_by_id.get(connection)?)?;
+        self.0
+            .table
+            .providers
+            .get(conn.provider_idx)
+            .map(|p| &*p.id)
     }
 }
 
@@ -258,8 +265,8 @@ pub struct Now {
 impl Now {
     pub fn read(rt: &Runtime) -> Self {
         Self {
-            mono: rt.clock.now(),
-            epoch: rt.clock.epoch_ms(),
+            mono: rt.table.clock.now(),
+            epoch: rt.table.clock.epoch_ms(),
         }
     }
 

@@ -70,12 +70,13 @@ fn connections_of<'a>(
     Ok(match provider {
         Some(id) => {
             let idx = provider_idx(rt, id)?;
-            rt.connections
+            rt.table
+                .connections
                 .iter()
                 .filter(|c| c.provider_idx == idx)
                 .collect()
         }
-        None => rt.connections.iter().collect(),
+        None => rt.table.connections.iter().collect(),
     })
 }
 
@@ -115,7 +116,7 @@ pub async fn delete_model_cooldowns(
 ) -> ApiResult {
     let body: LockoutClearBody = require_json(&req, payload).await?;
     let (targets, model, all) = match body.validate(&Catalogue(&rt))? {
-        LockoutClear::All => (rt.connections.iter().collect::<Vec<_>>(), None, true),
+        LockoutClear::All => (rt.table.connections.iter().collect::<Vec<_>>(), None, true),
         LockoutClear::Provider {
             provider,
             connection,
@@ -123,6 +124,7 @@ pub async fn delete_model_cooldowns(
         } => {
             let pidx = provider_idx(&rt, &provider)?;
             let targets = rt
+                .table
                 .connections
                 .iter()
                 .filter(|c| c.provider_idx == pidx)
@@ -131,7 +133,7 @@ pub async fn delete_model_cooldowns(
             (targets, model, false)
         }
     };
-    let at = rt.clock.now();
+    let at = rt.table.clock.now();
     let rt = &rt;
     let asks = targets.iter().map(|conn| {
         let msg = ClearLockouts {
@@ -141,7 +143,7 @@ pub async fn delete_model_cooldowns(
         async move {
             // Redis first: a clear Redis did not take changes nothing here.
             let write = OperatorWrite::ClearLockouts {
-                provider: &rt.providers[conn.provider_idx].id,
+                provider: &rt.table.providers[conn.provider_idx].id,
                 conn: &conn.id,
                 model: msg.model.as_deref(),
             };
@@ -219,10 +221,13 @@ pub async fn clear_cooldowns(
 ) -> ApiResult {
     let body: CooldownClearBody = require_json(&req, payload).await?;
     let targets: Vec<&Arc<ConnHandle>> = match body.validate(&Catalogue(&rt))? {
-        CooldownClear::Ids(ids) => ids.iter().filter_map(|id| rt.connection(id)).collect(),
+        CooldownClear::Ids(ids) => ids
+            .iter()
+            .filter_map(|id| rt.table.connection(id))
+            .collect(),
         CooldownClear::All { provider } => connections_of(&rt, provider.as_deref())?,
     };
-    let at = rt.clock.now();
+    let at = rt.table.clock.now();
     let rt = &rt;
     let asks = targets.iter().map(|conn| async move {
         let before = conn.load().terminal();
@@ -327,7 +332,7 @@ pub async fn list_connections(rt: Rt, _key: ManagementKey, req: HttpRequest) -> 
     }
     let conns = connections_of(&rt, query.provider.as_deref())?;
     let now = Now::read(&rt);
-    let settings = rt.settings.load();
+    let settings = rt.table.settings.load();
     let statuses = views::breaker_statuses(&rt, &now).await;
     let mut cooling = 0;
     let mut terminal = 0;
@@ -342,7 +347,7 @@ pub async fn list_connections(rt: Rt, _key: ManagementKey, req: HttpRequest) -> 
         .iter()
         .take(limit)
         .filter_map(|conn| {
-            let provider = rt.providers.get(conn.provider_idx)?;
+            let provider = rt.table.providers.get(conn.provider_idx)?;
             Some(views::connection_row(provider, conn, &settings, &now))
         })
         .collect();
@@ -350,7 +355,7 @@ pub async fn list_connections(rt: Rt, _key: ManagementKey, req: HttpRequest) -> 
     let breakers: Vec<Value> = providers
         .iter()
         .filter_map(|i| {
-            let provider = rt.providers.get(*i)?;
+            let provider = rt.table.providers.get(*i)?;
             let status = statuses.get(*i).and_then(Option::as_ref);
             Some(views::breaker(provider, status, &now))
         })
@@ -373,12 +378,13 @@ pub async fn list_connections(rt: Rt, _key: ManagementKey, req: HttpRequest) -> 
 pub async fn reinstate(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiResult {
     let id = path.into_inner();
     let conn = rt
+        .table
         .connections
         .get(connection_idx(&rt, &id)?)
         .ok_or_else(|| ApiError::not_found("connection_not_found", "No such connection"))?;
     write_cluster(&rt, OperatorWrite::Reinstate { conn: &conn.id }).await?;
     let previous = conn.load().terminal();
-    let at = rt.clock.now();
+    let at = rt.table.clock.now();
     let Some(was_terminal) = ask(conn, Reinstate { at }).await else {
         return Err(ApiError::actor_unavailable("the connection"));
     };

@@ -25,11 +25,12 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
     let rt = rt.get_ref();
     let now = Now::read(rt);
     let statuses = views::breaker_statuses(rt, &now).await;
-    let settings = rt.settings.load();
+    let settings = rt.table.settings.load();
 
     let mut breaker_counts = [0u32; 4];
     let mut stale = false;
     let provider_breakers: Vec<Value> = rt
+        .table
         .providers
         .iter()
         .zip(&statuses)
@@ -58,16 +59,17 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
     let mut lockouts = Vec::new();
     let mut lockouts_total = 0usize;
     let mut dropped = rt
+        .table
         .actor_stats
         .breaker_dropped_observations
         .load(Ordering::Relaxed);
-    for provider in &rt.providers {
+    for provider in &rt.table.providers {
         let (mut p_active, mut p_cooling, mut p_terminal) = (0u32, 0u32, 0u32);
         let mut soonest: Option<u64> = None;
         for conn in provider
             .connections
             .iter()
-            .filter_map(|i| rt.connections.get(*i))
+            .filter_map(|i| rt.table.connections.get(*i))
         {
             let snapshot = conn.load();
             dropped += conn.dropped_observations.load(Ordering::Relaxed);
@@ -127,7 +129,7 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
 
     let ready = rt.lifecycle.ready.load(Ordering::Acquire);
     let draining = rt.lifecycle.draining.load(Ordering::Acquire);
-    let cluster_degraded = rt.cluster.as_ref().is_some_and(|c| c.degraded());
+    let cluster_degraded = rt.table.cluster.as_ref().is_some_and(|c| c.degraded());
     let status = if draining {
         "draining"
     } else if stale || !ready || cluster_degraded {
@@ -136,7 +138,7 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
         "healthy"
     };
     let mode = rt.config.cluster.mode;
-    let cluster = match &rt.cluster {
+    let cluster = match &rt.table.cluster {
         Some(c) => {
             let last_resync = c.sync.last_resync_ms.load(Ordering::Relaxed);
             json!({
@@ -176,11 +178,11 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
             "halfOpen": breaker_counts[1],
             "degraded": breaker_counts[2],
             "closed": breaker_counts[3],
-            "total": rt.providers.len(),
+            "total": rt.table.providers.len(),
         },
         "providerBreakers": provider_breakers,
         "connections": {
-            "total": rt.connections.len(),
+            "total": rt.table.connections.len(),
             "active": active,
             "cooldown": cooling,
             "terminal": terminal,
@@ -191,8 +193,8 @@ pub async fn health(rt: Rt, _key: ManagementKey) -> ApiResult {
         "lockouts": lockouts,
         "lockoutsTotal": lockouts_total,
         "actors": {
-            "restarts": rt.actor_stats.restarts.load(Ordering::Relaxed),
-            "restartsExhausted": rt.actor_stats.restarts_exhausted.load(Ordering::Relaxed),
+            "restarts": rt.table.actor_stats.restarts.load(Ordering::Relaxed),
+            "restartsExhausted": rt.table.actor_stats.restarts_exhausted.load(Ordering::Relaxed),
             "droppedObservations": dropped,
         },
         "supervision": supervision(),

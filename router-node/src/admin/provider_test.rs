@@ -37,7 +37,7 @@ pub async fn test(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiRes
     let id = path.into_inner();
     let idx = provider_idx(&rt, &id)?;
     // `provider_idx` found it, so it is there.
-    let Some(provider) = rt.providers.get(idx).cloned() else {
+    let Some(provider) = rt.table.providers.get(idx).cloned() else {
         return Err(ApiError::actor_unavailable("the provider"));
     };
     let Some(model) = provider.config.models.first().cloned() else {
@@ -49,7 +49,7 @@ pub async fn test(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiRes
     let Some(conn) = provider
         .connections
         .iter()
-        .filter_map(|&i| rt.connections.get(i))
+        .filter_map(|&i| rt.table.connections.get(i))
         .find(|c| c.load().terminal().is_none())
         .cloned()
     else {
@@ -59,7 +59,7 @@ pub async fn test(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiRes
         ));
     };
     let (wire, body) = minimal_body(provider.config.format, &model);
-    let now = rt.clock.now();
+    let now = rt.table.clock.now();
     let result = upstream::attempt(AttemptRequest {
         conn: conn.clone(),
         provider: provider.clone(),
@@ -68,8 +68,8 @@ pub async fn test(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiRes
         stream: false,
         forward_headers: Vec::new(),
         deadline_ms: Some(now + TEST_DEADLINE_MS),
-        watch: rt.watch_config(&provider.config),
-        clock: rt.clock,
+        watch: rt.table.watch_config(&provider.config),
+        clock: rt.table.clock,
     })
     .await;
     let before = provider.breaker.load().view;
@@ -85,7 +85,9 @@ pub async fn test(rt: Rt, key: ManagementKey, path: web::Path<String>) -> ApiRes
     };
     let mut breaker = json!(before.state().as_str());
     if ok && let Some(addr) = provider.actor.get() {
-        let asked = addr.send(ConnectionTestPassed { at: rt.clock.now() });
+        let asked = addr.send(ConnectionTestPassed {
+            at: rt.table.clock.now(),
+        });
         match tokio::time::timeout(ACTOR_TIMEOUT, asked).await {
             Ok(Ok(state)) => breaker = json!(state.as_str()),
             _ => return Err(ApiError::actor_unavailable("the provider breaker")),

@@ -13,11 +13,12 @@ use crate::reload::Rt;
 pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
     let now = Now::read(&rt);
     let items: Vec<Value> = rt
+        .table
         .connections
         .iter()
         .filter_map(|conn| {
             let until = conn.queue.paused_until(now.mono)?;
-            let provider = rt.providers.get(conn.provider_idx)?;
+            let provider = rt.table.providers.get(conn.provider_idx)?;
             Some(json!({
                 "connectionId": &*conn.id,
                 "provider": &*provider.id,

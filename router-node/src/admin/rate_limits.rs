@@ -21,13 +21,14 @@ use crate::reload::Rt;
 
 /// `GET /api/rate-limits`.
 pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
-    let settings = rt.settings.load();
+    let settings = rt.table.settings.load();
     let (mut queued, mut executing) = (0u64, 0u64);
     let rows: Vec<Value> = rt
+        .table
         .connections
         .iter()
         .filter_map(|conn| {
-            let provider = rt.providers.get(conn.provider_idx)?;
+            let provider = rt.table.providers.get(conn.provider_idx)?;
             let snapshot = conn.load();
             let q = conn.queue.settings();
             queued += u64::from(conn.queue.waiting());
@@ -84,6 +85,7 @@ pub async fn toggle(
 ) -> ApiResult {
     let body: Toggle = require_json(&req, payload).await?;
     let conn = rt
+        .table
         .connections
         .get(connection_idx(&rt, &body.connection_id)?)
         .ok_or_else(|| ApiError::not_found("connection_not_found", "No such connection"))?;
@@ -99,8 +101,9 @@ pub async fn toggle(
         enabled = body.enabled,
         "rate-limit protection toggled by operator"
     );
-    let settings = rt.settings.load();
+    let settings = rt.table.settings.load();
     let active = rt
+        .table
         .providers
         .get(conn.provider_idx)
         .is_some_and(|p| views::queue_active(p, conn, &conn.load(), &settings));

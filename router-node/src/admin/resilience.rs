@@ -93,7 +93,7 @@ pub async fn patch_settings(
     let paths = admin_settings::changed_paths(&patch);
 
     let store = &rt.settings_store;
-    if let Some(cluster) = &rt.cluster {
+    if let Some(cluster) = &rt.table.cluster {
         // Patch the cluster's newest document, not an older local copy of it.
         crate::cluster_sync::settings::pull(cluster, &rt, None)
             .await
@@ -103,7 +103,7 @@ pub async fn patch_settings(
     let _writer = store.lock_writer().await;
     let next = apply_patch(&store.persisted(), &patch).map_err(admin_settings::invalid_settings)?;
     let built = settings::build(&rt.config, store.env(), &next);
-    if let Some(cluster) = &rt.cluster {
+    if let Some(cluster) = &rt.table.cluster {
         // Redis first: a patch that cannot reach the other nodes changes nothing.
         crate::cluster_sync::settings::persist(cluster, &next)
             .await
@@ -119,19 +119,19 @@ pub async fn patch_settings(
         ));
     }
     let values = Arc::new(built.values());
-    rt.settings.store(values.clone());
+    rt.table.settings.store(values.clone());
     // The windowed provider cooldown keeps its windows; only its numbers change.
-    if let Ok(mut tracker) = rt.provider_cooldown.lock() {
+    if let Ok(mut tracker) = rt.table.provider_cooldown.lock() {
         tracker.set_params(values.provider_cooldown());
     }
     // The queues and the affinity TTL take their new numbers at once.
-    for conn in &rt.connections {
+    for conn in &rt.table.connections {
         conn.queue
             .apply(settings::effective_queue(&values, &conn.config));
     }
-    rt.affinity.set_ttl(values.session_affinity.ttl_ms);
+    rt.table.affinity.set_ttl(values.session_affinity.ttl_ms);
     let now = Now::read(&rt);
-    let asks = rt.providers.iter().map(|p| {
+    let asks = rt.table.providers.iter().map(|p| {
         let values = values.clone();
         async move {
             let addr = p.actor.get()?;
@@ -191,14 +191,14 @@ pub async fn reset_breakers(
     let body: Option<ResetBody> = read_json(&req, payload).await?;
     let targets: Vec<usize> = match &body {
         Some(b) => vec![provider_idx(&rt, &b.provider)?],
-        None => (0..rt.providers.len()).collect(),
+        None => (0..rt.table.providers.len()).collect(),
     };
     let now = Now::read(&rt);
     // Redis first: a reset Redis did not take changes nothing here. The ones it took are
     // applied here too, so this node agrees with Redis whatever the answer.
     let mut written = Vec::new();
     let mut refused = None;
-    for p in targets.iter().filter_map(|i| rt.providers.get(*i)) {
+    for p in targets.iter().filter_map(|i| rt.table.providers.get(*i)) {
         match operator::write(&rt, OperatorWrite::ResetBreaker { provider: &p.id }).await {
             Ok(()) => written.push(p),
             Err(e) => {
@@ -229,7 +229,7 @@ pub async fn reset_breakers(
     if let Some((e, at)) = refused {
         let not_written: Vec<&str> = targets
             .iter()
-            .filter_map(|i| rt.providers.get(*i))
+            .filter_map(|i| rt.table.providers.get(*i))
             .map(|p| &*p.id)
             .filter(|id| !written.iter().any(|w| &*w.id == *id))
             .collect();

@@ -13,8 +13,9 @@ use crate::reload::Rt;
 
 /// `GET /api/resilience/tool-limits`.
 pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
-    let now = rt.clock.now();
+    let now = rt.table.clock.now();
     let items: Vec<Value> = rt
+        .table
         .providers
         .iter()
         .flat_map(|p| {
@@ -25,7 +26,7 @@ pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
                     "model": model,
                     "limit": l.limit,
                     "expires_in_ms": expires_in_ms,
-                    "expires_at_unix_ms": rt.clock.epoch_ms().saturating_add(expires_in_ms),
+                    "expires_at_unix_ms": rt.table.clock.epoch_ms().saturating_add(expires_in_ms),
                 })
             })
         })

@@ -29,7 +29,7 @@ struct UsageQuery {
 /// `GET /api/usage`.
 pub async fn usage(rt: Rt, _key: ManagementKey, req: HttpRequest) -> ApiResult {
     let query: UsageQuery = parse_query(&req)?;
-    let now = rt.clock.epoch_ms();
+    let now = rt.table.clock.epoch_ms();
     let (since, by) = usage::parse_query(query.since.as_deref(), query.by.as_deref(), now)?;
     let rows = rt.stats.usage.query(since, by);
     let retained_since = rt.stats.usage.retained_since();

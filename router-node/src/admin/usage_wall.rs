@@ -15,19 +15,20 @@ use crate::usage_wall::reset::Held;
 
 /// `GET /api/resilience/usage-wall`.
 pub async fn list(rt: Rt, _key: ManagementKey) -> ApiResult {
-    let now = rt.clock.epoch_ms();
-    let scope = if rt.cluster.is_some() {
+    let now = rt.table.clock.epoch_ms();
+    let scope = if rt.table.cluster.is_some() {
         "cluster"
     } else {
         "node"
     };
     let items: Vec<Value> = rt
+        .table
         .connections
         .iter()
         .filter(|c| c.config.low_priority_mode || c.config.auto_limit_reset)
         .filter_map(|conn| {
-            let provider = rt.providers.get(conn.provider_idx)?;
-            let state = rt.usage_wall.snapshot(conn.idx)?;
+            let provider = rt.table.providers.get(conn.provider_idx)?;
+            let state = rt.table.usage_wall.snapshot(conn.idx)?;
             Some(item(&conn.id, &provider.id, conn, &state, now, scope))
         })
         .collect();

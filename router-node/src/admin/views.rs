@@ -282,7 +282,7 @@ pub fn breaker(provider: &ProviderHandle, status: Option<&BreakerStatus>, now: &
 /// Asks every breaker actor for its status at once, each under the admin timeout; `None` for an
 /// actor that did not answer.
 pub async fn breaker_statuses(rt: &Runtime, now: &Now) -> Vec<Option<BreakerStatus>> {
-    let asks = rt.providers.iter().map(|p| async move {
+    let asks = rt.table.providers.iter().map(|p| async move {
         let addr = p.actor.get()?;
         let reply = tokio::time::timeout(
             super::ACTOR_TIMEOUT,

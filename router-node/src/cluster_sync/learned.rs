@@ -16,11 +16,14 @@ use crate::runtime::Runtime;
 /// Merges one learned-state event; `Dropped` when the connection or provider is not here.
 pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
     if let Some((connection, shared)) = shared_of(event) {
-        let Some(conn) = rt.connection(connection) else {
+        let Some(conn) = rt.table.connection(connection) else {
             return Applied::Dropped;
         };
-        let now = rt.clock.epoch_ms();
-        let changed = rt.usage_wall.with(conn.idx, |s| s.adopt(&shared, now));
+        let now = rt.table.clock.epoch_ms();
+        let changed = rt
+            .table
+            .usage_wall
+            .with(conn.idx, |s| s.adopt(&shared, now));
         if changed == Some(true) {
             tracing::info!(
                 connection,
@@ -37,10 +40,10 @@ pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
             limit,
             remaining_ms,
         } => {
-            let Some(p) = rt.provider(provider) else {
+            let Some(p) = rt.table.provider(provider) else {
                 return Applied::Dropped;
             };
-            let now = rt.clock.now();
+            let now = rt.table.clock.now();
             p.record_tool_limit(model, *limit, now.saturating_add(*remaining_ms), now);
             Applied::Applied
         }
@@ -49,7 +52,7 @@ pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
             model,
             tools,
         } => {
-            let Some(p) = rt.provider(provider) else {
+            let Some(p) = rt.table.provider(provider) else {
                 return Applied::Dropped;
             };
             p.tool_limit_success(model, *tools as usize);
@@ -60,12 +63,13 @@ pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
             reason,
             lane_reset_ms,
         } => {
-            let Some(conn) = rt.connection(connection) else {
+            let Some(conn) = rt.table.connection(connection) else {
                 return Applied::Dropped;
             };
-            let now = rt.clock.epoch_ms();
+            let now = rt.table.clock.epoch_ms();
             let reason = end_reason(reason);
             let ended = rt
+                .table
                 .usage_wall
                 .with(conn.idx, |s| s.end_shared(reason, *lane_reset_ms, now));
             if ended == Some(true) {
@@ -81,10 +85,10 @@ pub fn apply(rt: &Runtime, event: &WireEvent) -> Applied {
             connection,
             remaining_ms,
         } => {
-            let Some(conn) = rt.connection(connection) else {
+            let Some(conn) = rt.table.connection(connection) else {
                 return Applied::Dropped;
             };
-            let now = rt.clock.now();
+            let now = rt.table.clock.now();
             // Extend-only and capped at this queue's wait budget (`state::queue::peer_pause`).
             if let Some(until) = conn.queue.adopt_peer_pause(*remaining_ms, now) {
                 tracing::info!(

@@ -49,6 +49,7 @@ pub(super) async fn full(cluster: &Cluster, rt: &Runtime) -> Result<usize, Store
     let versions = &cluster.learned_versions;
     versions.begin_full(std::ptr::from_ref(rt) as usize);
     let mut keys: Vec<LearnedKey> = rt
+        .table
         .connections
         .iter()
         .filter(|c| c.config.low_priority_mode || c.config.auto_limit_reset)
@@ -56,7 +57,7 @@ pub(super) async fn full(cluster: &Cluster, rt: &Runtime) -> Result<usize, Store
         .collect();
     for key in cluster.store.tool_limit_members().await? {
         if let LearnedKey::ToolLimit { provider, .. } = &key
-            && rt.provider(provider).is_some()
+            && rt.table.provider(provider).is_some()
         {
             keys.push(key);
         }
@@ -78,8 +79,8 @@ async fn adopt(
     let mut tools: Vec<(&str, &str)> = Vec::new();
     for key in &keys {
         match key {
-            LearnedKey::Wall(conn) if rt.connection(conn).is_some() => walls.push(conn),
-            LearnedKey::ToolLimit { provider, model } if rt.provider(provider).is_some() => {
+            LearnedKey::Wall(conn) if rt.table.connection(conn).is_some() => walls.push(conn),
+            LearnedKey::ToolLimit { provider, model } if rt.table.provider(provider).is_some() => {
                 tools.push((provider.as_str(), model.as_str()));
             }
             _ => {}
@@ -120,16 +121,17 @@ async fn adopt(
 
 /// Makes connection `conn`'s usage-wall state equal to `record`.
 fn apply_wall(rt: &Runtime, conn: &str, record: &WallRecord) {
-    let Some(handle) = rt.connection(conn) else {
+    let Some(handle) = rt.table.connection(conn) else {
         return;
     };
-    let now = rt.clock.epoch_ms();
+    let now = rt.table.clock.epoch_ms();
     let shared = shared_from(&record.deadlines);
     let ended = record
         .ended
         .as_ref()
         .map(|e| (end_reason(&e.reason), e.reset_ms));
     let changed = rt
+        .table
         .usage_wall
         .with(handle.idx, |s| s.adopt_record(&shared, ended, now));
     if changed == Some(true) {
@@ -144,10 +146,10 @@ fn apply_wall(rt: &Runtime, conn: &str, record: &WallRecord) {
 
 /// Makes `provider`'s tool limit of `model` equal to `record`.
 fn apply_tool_limit(rt: &Runtime, provider: &str, model: &str, record: ToolLimitRecord) {
-    let Some(p) = rt.provider(provider) else {
+    let Some(p) = rt.table.provider(provider) else {
         return;
     };
-    let now = rt.clock.now();
+    let now = rt.table.clock.now();
     match record.state {
         ToolLimitState::Live {
             limit,

@@ -79,8 +79,9 @@ pub async fn run(cluster: Arc<Cluster>, runtime: RuntimeSource, started_at_ms: u
 
 /// This node's heartbeat document now.
 pub fn heartbeat(cluster: &Cluster, rt: &Runtime, started_at_ms: u64) -> NodeHeartbeat {
-    let now = rt.clock.now();
+    let now = rt.table.clock.now();
     let breakers: BTreeMap<String, String> = rt
+        .table
         .providers
         .iter()
         .map(|p| {
@@ -89,7 +90,7 @@ pub fn heartbeat(cluster: &Cluster, rt: &Runtime, started_at_ms: u64) -> NodeHea
         })
         .collect();
     let mut connections: BTreeMap<String, u64> = BTreeMap::new();
-    for conn in &rt.connections {
+    for conn in &rt.table.connections {
         let snap = conn.load();
         let class = if snap.terminal().is_some() {
             "terminal"

@@ -42,7 +42,7 @@ pub enum OperatorWrite<'a> {
 /// Writes `action` to Redis and announces it; `Ok` at once in embedded mode. An error means
 /// Redis does not have it: the caller must leave this node's state alone and answer 503.
 pub async fn write(rt: &Runtime, action: OperatorWrite<'_>) -> Result<(), StoreError> {
-    match &rt.cluster {
+    match &rt.table.cluster {
         Some(cluster) => write_to(cluster, action).await,
         None => Ok(()),
     }

@@ -57,10 +57,10 @@ const SUPERVISE_MS: u64 = 1_000;
 /// node's async runtime, before the listeners accept requests.
 pub fn start(cell: &Arc<RuntimeCell>) {
     let rt = cell.load();
-    if rt.cluster.is_none() {
+    if rt.table.cluster.is_none() {
         return;
     }
-    prepare(&rt);
+    prepare(&rt.table);
     let running: Arc<Mutex<HashSet<String>>> = Arc::default();
     spawn_missing(cell, &running);
     let cell = cell.clone();
@@ -75,6 +75,7 @@ pub fn start(cell: &Arc<RuntimeCell>) {
 fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>) {
     let rt = cell.load();
     let generation = rt
+        .table
         .cluster
         .as_ref()
         .map_or(0, |c| c.store.master_generation().generation);
@@ -82,6 +83,7 @@ fn spawn_missing(cell: &Arc<RuntimeCell>, running: &Arc<Mutex<HashSet<String>>>)
         return;
     };
     for conn in rt
+        .table
         .connections
         .iter()
         .filter(|c| c.config.max_concurrent > 0)
@@ -133,10 +135,11 @@ impl Task {
     async fn run(mut self) {
         loop {
             let rt = self.cell.load();
-            let Some(cluster) = rt.cluster.clone() else {
+            let Some(cluster) = rt.table.cluster.clone() else {
                 break;
             };
             let current = rt
+                .table
                 .connection(&self.id)
                 .filter(|c| c.config.max_concurrent > 0)
                 .cloned();
@@ -160,8 +163,8 @@ impl Task {
                         .store
                         .permits_release(&self.id, &cluster.node_id)
                         .await;
-                    rt.metrics.set_permits_held(&self.id, 0);
-                    rt.metrics.set_permits_over_cap(&self.id, 0);
+                    rt.table.metrics.set_permits_held(&self.id, 0);
+                    rt.table.metrics.set_permits_over_cap(&self.id, 0);
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(REBALANCE_MS)).await;
@@ -229,12 +232,13 @@ impl Task {
             let now = self.now();
             let limit = self
                 .held
-                .limit(now, cap, PERMIT_TTL_MS, known_live_nodes(&rt));
+                .limit(now, cap, PERMIT_TTL_MS, known_live_nodes(&rt.table));
             resize(gate, limit.saturating_sub(retired));
             let held = gate.limit();
-            rt.metrics
+            rt.table
+                .metrics
                 .set_permits_held(&self.id, held.saturating_add(retired));
-            rt.metrics.set_permits_over_cap(
+            rt.table.metrics.set_permits_over_cap(
                 &self.id,
                 self.held
                     .over_cap(now, gate.in_use().saturating_add(retired)),

@@ -27,14 +27,14 @@ pub enum Applied {
 
 /// Sends `change` to the connection `conn`'s actor.
 pub fn to_connection(rt: &Runtime, conn: &str, change: RemoteConn) -> Applied {
-    let Some(handle) = rt.connection(conn) else {
+    let Some(handle) = rt.table.connection(conn) else {
         return Applied::Dropped;
     };
     match &*handle.actor.load() {
         Some(addr) => {
             addr.do_send(ApplyRemote {
                 change,
-                at: rt.clock.now(),
+                at: rt.table.clock.now(),
             });
             Applied::Applied
         }
@@ -52,14 +52,14 @@ pub fn to_breaker(
     retry_after_ms: Millis,
     resync: bool,
 ) -> Applied {
-    let Some(addr) = rt.provider(provider).and_then(|p| p.actor.get()) else {
+    let Some(addr) = rt.table.provider(provider).and_then(|p| p.actor.get()) else {
         return Applied::Dropped;
     };
     addr.do_send(ApplyRemoteBreaker {
         to,
         generation,
         retry_after_ms,
-        at: rt.clock.now(),
+        at: rt.table.clock.now(),
         resync,
     });
     Applied::Applied
@@ -117,7 +117,7 @@ pub fn apply_event(rt: &Runtime, event: &WireEvent) -> Applied {
             started_epoch_ms,
             ..
         } => {
-            let started = rt.clock.at_of_epoch(*started_epoch_ms);
+            let started = rt.table.clock.at_of_epoch(*started_epoch_ms);
             to_connection(rt, connection, RemoteConn::Eased { started })
         }
         WireEvent::TerminalSet { connection, status } => to_connection(

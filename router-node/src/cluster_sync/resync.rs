@@ -110,7 +110,7 @@ async fn reconcile(
         cluster.metrics.resynced(ResyncKind::Full);
     }
     let store = &cluster.store;
-    let providers: Vec<&str> = rt.providers.iter().map(|p| &*p.id).collect();
+    let providers: Vec<&str> = rt.table.providers.iter().map(|p| &*p.id).collect();
     for b in store.read_breakers(&providers).await? {
         if b.phase != BreakerPhase::Closed || b.generation > 0 {
             remote::to_breaker(
@@ -159,7 +159,7 @@ async fn incremental(
             .into_iter()
             // Cheap filter first: this node's own writes and versions it holds already.
             .filter(|(conn, version)| *version > versions.adopted_version(conn))
-            .filter_map(|(conn, _)| rt.connection(conn).cloned())
+            .filter_map(|(conn, _)| rt.table.connection(conn).cloned())
             .collect();
         for chunk in handles.chunks(RESYNC_CHUNK) {
             adopted += adopt_chunk(cluster, rt, chunk, &mut deferred).await?;
@@ -172,7 +172,7 @@ async fn incremental(
                 .into_iter()
                 .chain(versions.take_forgotten())
             {
-                if let Some(h) = rt.connection(&conn)
+                if let Some(h) = rt.table.connection(&conn)
                     && !again.iter().any(|a| a.id == h.id)
                 {
                     again.push(h.clone());
@@ -215,7 +215,7 @@ async fn full_scan(
         .versions
         .begin_resync(std::ptr::from_ref(rt) as usize);
     let mut adopted = 0usize;
-    for chunk in rt.connections.chunks(RESYNC_CHUNK) {
+    for chunk in rt.table.connections.chunks(RESYNC_CHUNK) {
         adopted += adopt_chunk(cluster, rt, chunk, deferred).await?;
         inbox.drain(cluster).await;
     }
@@ -258,7 +258,7 @@ async fn adopt_chunk(
             deferred.push(handle.id.clone());
             continue;
         }
-        let now = rt.clock.now();
+        let now = rt.table.clock.now();
         let local = local_view(&handle.load(), now);
         let reinstated = state.reinstated > versions.adopted_version(&handle.id);
         for change in adopt::plan(&local, &state.record, &lockouts, reinstated, now) {

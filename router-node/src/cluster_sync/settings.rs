@@ -192,12 +192,12 @@ async fn apply_locked(rt: &Runtime, next: Persisted) {
         tracing::warn!(error = %e, "shared settings not written to the local state file");
     }
     let values = Arc::new(built.values());
-    rt.settings.store(values.clone());
-    if let Ok(mut tracker) = rt.provider_cooldown.lock() {
+    rt.table.settings.store(values.clone());
+    if let Ok(mut tracker) = rt.table.provider_cooldown.lock() {
         tracker.set_params(values.provider_cooldown());
     }
-    let at = rt.clock.now();
-    for provider in &rt.providers {
+    let at = rt.table.clock.now();
+    for provider in &rt.table.providers {
         if let Some(addr) = provider.actor.get() {
             addr.do_send(ApplySettings {
                 settings: values.clone(),

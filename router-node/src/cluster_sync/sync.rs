@@ -212,7 +212,7 @@ async fn on_message(cluster: &Cluster, runtime: &RuntimeSource, bytes: &[u8]) {
         }
         WireEvent::BreakerTransition { provider, to, .. } => {
             if matches!(to, BreakerPhase::Closed | BreakerPhase::Open)
-                && let Some(p) = rt.provider(provider)
+                && let Some(p) = rt.table.provider(provider)
             {
                 // A new window (or none): an earlier "someone else probes" no longer holds.
                 cluster.set_probe_denied(&p.id, None);

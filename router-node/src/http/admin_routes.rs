@@ -31,7 +31,7 @@ pub async fn readyz(rt: Rt) -> HttpResponse {
 /// Test hook (only registered with `SWITCHYARD_TEST_HOOKS=1`): makes a connection's actor panic
 /// inside a handler, so black-box tests can prove supervision restarts it with state intact.
 pub async fn inject_panic(rt: Rt, path: web::Path<String>) -> HttpResponse {
-    let Some(conn) = rt.connection(&path) else {
+    let Some(conn) = rt.table.connection(&path) else {
         return HttpResponse::NotFound().json(serde_json::json!({"error": {"message": "unknown connection", "type": "invalid_request_error", "code": "connection_not_found"}}));
     };
     match conn.actor.load_full() {
@@ -46,7 +46,7 @@ pub async fn inject_panic(rt: Rt, path: web::Path<String>) -> HttpResponse {
 /// Test hook: makes a provider's breaker actor panic inside a handler, so black-box tests can
 /// prove its supervision restarts it.
 pub async fn inject_breaker_panic(rt: Rt, path: web::Path<String>) -> HttpResponse {
-    let Some(addr) = rt.provider(&path).and_then(|p| p.actor.get()) else {
+    let Some(addr) = rt.table.provider(&path).and_then(|p| p.actor.get()) else {
         return HttpResponse::NotFound().json(serde_json::json!({"error": {"message": "unknown provider or no actor", "type": "invalid_request_error", "code": "provider_not_found"}}));
     };
     addr.do_send(crate::actors::InjectPanic);
@@ -55,7 +55,7 @@ pub async fn inject_breaker_panic(rt: Rt, path: web::Path<String>) -> HttpRespon
 
 /// Test hook: makes the cluster writer task panic at its next turn (redis mode).
 pub async fn inject_writer_panic(rt: Rt) -> HttpResponse {
-    match &rt.cluster {
+    match &rt.table.cluster {
         Some(cluster) => {
             cluster.inject_writer_panic();
             HttpResponse::Accepted().json(serde_json::json!({"ok": true}))
@@ -66,15 +66,16 @@ pub async fn inject_writer_panic(rt: Rt) -> HttpResponse {
 
 /// Test hook: actor restarts so far.
 pub async fn actor_restarts(rt: Rt) -> HttpResponse {
-    HttpResponse::Ok()
-        .json(serde_json::json!({"restarts": rt.actor_stats.restarts.load(Ordering::Relaxed)}))
+    HttpResponse::Ok().json(
+        serde_json::json!({"restarts": rt.table.actor_stats.restarts.load(Ordering::Relaxed)}),
+    )
 }
 
 /// `GET /metrics` (admin listener, no authentication): the text exposition format.
 pub async fn scrape(rt: Rt) -> HttpResponse {
-    let text = rt.metrics.encode().and_then(|mut text| {
+    let text = rt.table.metrics.encode().and_then(|mut text| {
         // The cluster families live in the cluster's own registry (it outlives a runtime).
-        if let Some(cluster) = &rt.cluster {
+        if let Some(cluster) = &rt.table.cluster {
             let mut buf = Vec::new();
             prometheus::Encoder::encode(
                 &prometheus::TextEncoder::new(),

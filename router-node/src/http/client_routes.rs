@@ -49,12 +49,13 @@ pub async fn responses(rt: Rt, req: HttpRequest, payload: web::Payload) -> HttpR
 
 /// `GET /v1/models`: configured models and combos in OpenAI's list shape (no secrets).
 pub async fn models(rt: Rt, req: HttpRequest) -> HttpResponse {
-    let timer = rt.metrics.start_request(Route::Models);
+    let timer = rt.table.metrics.start_request(Route::Models);
     if let Err(e) = rt.keys.authenticate(req.headers()) {
         timer.finish(e.status.as_u16(), Duration::ZERO);
         return e.to_response(ClientFormat::OpenAiChat);
     }
     let data: Vec<_> = rt
+        .table
         .index
         .client_models()
         .into_iter()
@@ -87,7 +88,7 @@ async fn handle_request(
     format: ClientFormat,
 ) -> HttpResponse {
     let started = Instant::now();
-    let timer = rt.metrics.start_request(format.into());
+    let timer = rt.table.metrics.start_request(format.into());
     let ctx = RequestCtx::new(request_id(&req), started, timer);
     let _inflight = InflightGuard::new(&rt);
     let refused = |ctx, key: Option<&str>, model: &str, e: GatewayError| {
@@ -134,12 +135,12 @@ async fn cluster_admission(
     mut r: RouteRequest,
 ) -> Result<RouteRequest, (Option<String>, String, GatewayError)> {
     let fail = |r: &RouteRequest, e| Err((r.key_id().map(str::to_owned), r.body.model.clone(), e));
-    match crate::leases::fence::claim(rt, req.headers(), r.key.as_deref()).await {
+    match crate::leases::fence::claim(&rt.table, req.headers(), r.key.as_deref()).await {
         Ok(lease) => r.lease = lease,
         Err(e) => return fail(&r, e),
     }
     if let Some(k) = r.key.as_deref()
-        && let Err(e) = crate::caps::rpm::check_key(rt, k).await
+        && let Err(e) = crate::caps::rpm::check_key(&rt.table, k).await
     {
         return fail(&r, e);
     }
@@ -152,7 +153,7 @@ async fn json_or_error(
     format: ClientFormat,
     ctx: RequestCtx,
 ) -> HttpResponse {
-    match routing::route(&rt, &route_req).await {
+    match routing::route(&rt.table, &route_req).await {
         Ok(routed) => {
             let resp = json_response(&routed, &ctx.request_id);
             let end = End::Json {
@@ -215,13 +216,14 @@ async fn stream_response(
     format: ClientFormat,
     ctx: RequestCtx,
 ) -> HttpResponse {
-    let after = rt.settings.load().stream.early_keepalive_after_ms;
+    let after = rt.table.settings.load().stream.early_keepalive_after_ms;
     let rt2 = rt.clone();
     let route_req = Arc::new(route_req);
     let rr = route_req.clone();
     // The routing future may move to the keep-alive task below: it carries the request span.
-    let mut routing =
-        Box::pin(async move { routing::route(&rt2, &rr).await }.instrument(telemetry::current()));
+    let mut routing = Box::pin(
+        async move { routing::route(&rt2.table, &rr).await }.instrument(telemetry::current()),
+    );
     let early = tokio::time::sleep(Duration::from_millis(after.max(1)));
     tokio::select! {
         res = &mut routing => match res {
@@ -361,7 +363,7 @@ fn committed_body(
     let RoutedBody::Stream(stream) = body else {
         return Box::pin(futures_util::stream::empty());
     };
-    let rt_heartbeat = rt.settings.load().stream.heartbeat_interval_ms;
+    let rt_heartbeat = rt.table.settings.load().stream.heartbeat_interval_ms;
     // An upstream may echo this connection's key in error text relayed after the commit.
     // Only for building the scrubber below; the finaliser reads the key from `conn`, so no
     // copy of it is kept for the stream's life.
@@ -373,7 +375,7 @@ fn committed_body(
         // at commit); a later failure only informs the connection (error fields, cooldown).
         if let Some(f) = crate::upstream::failure_after_commit(&end, conn.api_key.as_deref()) {
             crate::routing::observe::after_commit_failure(
-                &rt, &provider, &conn, &model, &target, &f,
+                &rt.table, &provider, &conn, &model, &target, &f,
             );
         }
         let served = Served {

@@ -72,7 +72,7 @@ async fn serve(
             format!("This API key may not use model `{model}`"),
         ));
     }
-    let resolved = rt.index.resolve(model).map_err(|e| {
+    let resolved = rt.table.index.resolve(model).map_err(|e| {
         GatewayError::new(
             StatusCode::NOT_FOUND,
             "not_found_error",
@@ -104,14 +104,14 @@ async fn forward(
     provider_id: &str,
     upstream_model: &str,
 ) -> Option<HttpResponse> {
-    let provider = rt.provider(provider_id)?;
+    let provider = rt.table.provider(provider_id)?;
     if provider.config.format != ProviderFormat::Anthropic {
         return None;
     }
     let conn = provider
         .connections
         .iter()
-        .filter_map(|i| rt.connections.get(*i))
+        .filter_map(|i| rt.table.connections.get(*i))
         .find(|c| c.api_key.is_some() || provider.config.is_local())?;
     let mut upstream_body = body.clone();
     upstream_body["model"] = Value::from(upstream_model);

@@ -101,7 +101,7 @@ pub async fn prepare(
 }
 
 fn check_key_rate(rt: &Runtime, key_id: &str) -> Result<(), GatewayError> {
-    let now = rt.clock.now();
+    let now = rt.table.clock.now();
     let Ok(mut rates) = rt.key_rates.lock() else {
         return Ok(());
     };

@@ -63,7 +63,7 @@ pub async fn session_leases(rt: Rt, req: HttpRequest, body: web::Bytes) -> HttpR
         Ok(_) => (200, "ok".to_owned()),
         Err(e) => (e.status.as_u16(), e.code.clone()),
     };
-    rt.metrics.lease_op(action, metric_result(&code));
+    rt.table.metrics.lease_op(action, metric_result(&code));
     if let Some(mut line) = crate::access_log::Line::start("lease") {
         let key = presented_key(req.headers())
             .and_then(|k| rt.keys.find(k.as_bytes()).map(|k| k.id.clone()));
@@ -136,7 +136,7 @@ async fn handle(rt: &Runtime, req: &HttpRequest, body: &[u8]) -> Outcome {
             ),
         ));
     }
-    let ttl_ms = rt.settings.load().session_leases.ttl_ms;
+    let ttl_ms = rt.table.settings.load().session_leases.ttl_ms;
     let result = match &action {
         Action::Acquire { model } => acquire(rt, &key, owner, model, ttl_ms).await,
         Action::Renew { generation } => renew(rt, &key, owner, *generation, ttl_ms).await,
@@ -198,9 +198,9 @@ async fn acquire(
     ttl_ms: Millis,
 ) -> Result<Value, GatewayError> {
     let candidates = candidates(rt, key, model)?;
-    let backend = Backend::of(rt);
+    let backend = Backend::of(&rt.table);
     let live = backend
-        .live(rt.leases.managed())
+        .live(rt.table.leases.managed())
         .await
         .map_err(|_| errors::service_unavailable())?;
     match plan_acquire(&candidates, &live, owner, &key.id) {
@@ -255,7 +255,7 @@ async fn renew(
     generation: u64,
     ttl_ms: Millis,
 ) -> Result<Value, GatewayError> {
-    let backend = Backend::of(rt);
+    let backend = Backend::of(&rt.table);
     let live = backend
         .live(&key.allowed_connections)
         .await
@@ -287,7 +287,7 @@ async fn release(
     generation: u64,
     reason: &str,
 ) -> Result<Value, GatewayError> {
-    let backend = Backend::of(rt);
+    let backend = Backend::of(&rt.table);
     let live = backend
         .live(&key.allowed_connections)
         .await
@@ -296,7 +296,7 @@ async fn release(
         "state": "RELEASED",
         "generation": generation,
         "reason": reason,
-        "endedAt": rfc3339(rt.clock.epoch_ms()),
+        "endedAt": rfc3339(rt.table.clock.epoch_ms()),
     });
     // Release is idempotent: nothing live for this owner means it is already over.
     let Some(own) = find_owned(&live, owner) else {
@@ -316,7 +316,7 @@ async fn release(
 }
 
 fn active(rt: &Runtime, outcome: &str, generation: u64, ttl_ms: Millis) -> Value {
-    let now = rt.clock.epoch_ms();
+    let now = rt.table.clock.epoch_ms();
     json!({
         "state": "ACTIVE",
         "outcome": outcome,
@@ -329,21 +329,21 @@ fn active(rt: &Runtime, outcome: &str, generation: u64, ttl_ms: Millis) -> Value
 
 /// The key's connections that serve `model`, in routing order, with their eligibility now.
 fn candidates(rt: &Runtime, key: &ClientKey, model: &str) -> Result<Vec<Candidate>, GatewayError> {
-    let targets = match rt.index.resolve(model) {
+    let targets = match rt.table.index.resolve(model) {
         Ok(Resolved::Direct(t)) => vec![t],
         Ok(Resolved::Combo(c)) => c.targets.clone(),
         Err(e) => return Err(errors::model_invalid(&e.to_string())),
     };
-    let now = rt.clock.now();
+    let now = rt.table.clock.now();
     let mut out: Vec<Candidate> = Vec::new();
     for target in &targets {
-        let Some(provider) = rt.provider(&target.provider) else {
+        let Some(provider) = rt.table.provider(&target.provider) else {
             continue;
         };
         let mut conns: Vec<_> = provider
             .connections
             .iter()
-            .filter_map(|&i| rt.connections.get(i))
+            .filter_map(|&i| rt.table.connections.get(i))
             .filter(|c| target.connection.as_deref().is_none_or(|p| p == &*c.id))
             .filter(|c| key.allows_connection(&c.id))
             .collect();

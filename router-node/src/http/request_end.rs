@@ -229,7 +229,8 @@ pub fn finish<A: Answer>(ctx: RequestCtx, rt: &Runtime, end: End<'_>, answer: A)
 /// stream with continuation): its provider's stream metrics and its usage on its own
 /// connection, with the multi-call combo's other calls on theirs.
 pub fn segment_ended(rt: &Runtime, key: Option<&str>, served: &Served<'_>, end: &StreamEnd) {
-    rt.metrics
+    rt.table
+        .metrics
         .stream_end(served.provider.idx, served.model, end);
     usage_ledger::record(
         rt,
@@ -251,7 +252,9 @@ fn book_json(rt: &Runtime, key: Option<&str>, routed: &Routed) {
         return;
     };
     if let Some(usage) = &ok.usage {
-        rt.metrics.usage(routed.provider.idx, &routed.model, usage);
+        rt.table
+            .metrics
+            .usage(routed.provider.idx, &routed.model, usage);
     }
     usage_ledger::record(
         rt,
@@ -270,7 +273,8 @@ fn book_json(rt: &Runtime, key: Option<&str>, routed: &Routed) {
 /// or an earlier pipeline step is the client's usage too, but not the answering connection's.
 fn book_side_calls(rt: &Runtime, key: Option<&str>, calls: &[SideCall]) {
     for call in calls {
-        rt.metrics
+        rt.table
+            .metrics
             .usage(call.provider.idx, &call.model, &call.usage);
         usage_ledger::record(
             rt,

@@ -55,13 +55,16 @@ pub fn continuation(seams: &SeamsEnd) -> &'static str {
 /// started, one that could not, and a failed stream that was not continued.
 pub fn count_decisions(rt: &Runtime, seams: &SeamsEnd) {
     for _ in 0..seams.continued {
-        rt.metrics.stream_recovery("continuation", "continued");
+        rt.table
+            .metrics
+            .stream_recovery("continuation", "continued");
     }
     if seams.failed {
-        rt.metrics.stream_recovery("continuation", "failed");
+        rt.table.metrics.stream_recovery("continuation", "failed");
     }
     if let Some(refusal) = seams.refusal {
-        rt.metrics
+        rt.table
+            .metrics
             .stream_recovery("continuation", refusal.outcome());
     }
 }

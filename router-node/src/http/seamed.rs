@@ -36,10 +36,10 @@ use crate::upstream::{CommittedStream, OnFinish, StreamEnd, failure_after_commit
 
 /// The continuation policy for this request, `None` when continuation does not apply.
 pub fn policy(rt: &Runtime, req: &RouteRequest) -> Option<SeamPolicy> {
-    let settings = rt.settings.load();
+    let settings = rt.table.settings.load();
     let recovery = &settings.stream_recovery;
     let multi_call = matches!(
-        rt.index.resolve(&req.body.model),
+        rt.table.index.resolve(&req.body.model),
         Ok(Resolved::Combo(c)) if c.strategy.is_multi_call()
     );
     (recovery.midstream_continuation
@@ -123,7 +123,14 @@ fn open_segment(shared: &Shared, routed: Routed) -> Result<ClientBody, String> {
     let on_finish: OnFinish = Box::new(move |end: StreamEnd| {
         drop(permits);
         if let Some(f) = failure_after_commit(&end, secret2.as_deref()) {
-            routing::observe::after_commit_failure(&s.rt, &provider, &conn2, &model, &target, &f);
+            routing::observe::after_commit_failure(
+                &s.rt.table,
+                &provider,
+                &conn2,
+                &model,
+                &target,
+                &f,
+            );
         }
         let served = Served {
             provider: &provider,
@@ -170,7 +177,7 @@ fn continuer(shared: Shared, base: Arc<RouteRequest>) -> Continue {
                 lease: None,
                 excluded_connections: excluded,
             };
-            let routed = routing::route(&shared.rt, &req)
+            let routed = routing::route(&shared.rt.table, &req)
                 .await
                 .map_err(|e| e.message)?;
             open_segment(&shared, routed)

@@ -99,9 +99,9 @@ fn status_classes_have_three_values() {
 #[test]
 fn unconfigured_models_are_other() {
     let rt = runtime();
-    let m = &rt.metrics;
-    let listed = rt.provider_by_id["listed"];
-    let open = rt.provider_by_id["open"];
+    let m = &rt.table.metrics;
+    let listed = rt.table.provider_by_id["listed"];
+    let open = rt.table.provider_by_id["open"];
     assert_eq!(m.model_label(listed, "gpt-4o-mini"), "gpt-4o-mini");
     // A provider's models list, combo targets and model caps are configured; nothing else.
     assert_eq!(m.model_label(open, "combo-model"), "combo-model");
@@ -162,11 +162,11 @@ fn tokens_are_counted_by_configured_client_key() {
         cache_read: None,
         cache_creation: None,
     };
-    rt.metrics.key_usage("team-a", &usage);
-    rt.metrics.key_usage("team-a", &usage);
+    rt.table.metrics.key_usage("team-a", &usage);
+    rt.table.metrics.key_usage("team-a", &usage);
     // A name that is not a configured key never becomes a label.
-    rt.metrics.key_usage("someone-else", &usage);
-    let text = rt.metrics.encode().unwrap();
+    rt.table.metrics.key_usage("someone-else", &usage);
+    let text = rt.table.metrics.encode().unwrap();
     let family = "switchyard_client_key_token_usage_total";
     let at = |labels: &str| sample(&text, family, labels);
     assert_eq!(at(r#"api_key="team-a",token_type="input""#), Some(8.0));
@@ -241,7 +241,7 @@ fn labels_come_from_closed_sets() {
 #[test]
 fn every_family_is_exposed_before_any_traffic() {
     let rt = runtime();
-    let text = rt.metrics.encode().unwrap();
+    let text = rt.table.metrics.encode().unwrap();
     for family in [
         "switchyard_requests_total",
         "switchyard_request_duration_seconds",
@@ -304,7 +304,7 @@ fn every_family_is_exposed_before_any_traffic() {
 #[test]
 fn request_timer_counts_by_class_and_leaves_in_flight() {
     let rt = runtime();
-    let m = &rt.metrics;
+    let m = &rt.table.metrics;
     let t = m.start_request(Route::ChatCompletions);
     let abandoned = m.start_request(Route::Messages);
     assert_eq!(m.in_flight.get(), 2);
@@ -356,25 +356,26 @@ fn request_timer_counts_by_class_and_leaves_in_flight() {
 #[test]
 fn actor_counters_and_snapshots_are_read_at_scrape_time() {
     let rt = runtime();
-    let listed = &rt.providers[rt.provider_by_id["listed"]];
+    let listed = &rt.table.providers[rt.table.provider_by_id["listed"]];
     listed
         .transitions
         .record(BreakerState::Closed, BreakerState::Open);
     listed
         .transitions
         .record(BreakerState::Closed, BreakerState::Open);
-    let conn = &rt.connections[rt.conn_by_id["open-1"]];
+    let conn = &rt.table.connections[rt.table.conn_by_id["open-1"]];
     conn.cooldowns.record(FailureReason::RateLimitExceeded);
     conn.dropped_observations
         .fetch_add(4, std::sync::atomic::Ordering::Relaxed);
-    rt.actor_stats
+    rt.table
+        .actor_stats
         .restarts
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut snap = (**conn.load()).clone();
-    snap.state.rate_limited_until = Some(rt.clock.now() + 60_000);
+    snap.state.rate_limited_until = Some(rt.table.clock.now() + 60_000);
     conn.publish(snap);
 
-    let text = rt.metrics.encode().unwrap();
+    let text = rt.table.metrics.encode().unwrap();
     let at = |name: &str, labels: &str| sample(&text, name, labels);
     assert_eq!(
         at(
@@ -424,7 +425,7 @@ fn actor_counters_and_snapshots_are_read_at_scrape_time() {
 #[test]
 fn hot_path_counters_use_their_enum_index() {
     let rt = runtime();
-    let m = &rt.metrics;
+    let m = &rt.table.metrics;
     m.rejected(&TargetSkip::Saturated {
         code: "SEMAPHORE_QUEUE_FULL",
         status: 429,
@@ -490,14 +491,14 @@ fn upstream_wait_adds_up() {
 #[test]
 fn continued_metrics_keep_counts_and_follow_the_new_handles() {
     let old = runtime();
-    let listed = old.provider_by_id["listed"];
+    let listed = old.table.provider_by_id["listed"];
     let usage = Usage {
         input: Some(4),
         output: None,
         cache_read: None,
         cache_creation: None,
     };
-    old.metrics.usage(listed, "gpt-4o-mini", &usage);
+    old.table.metrics.usage(listed, "gpt-4o-mini", &usage);
     let reduced = CONFIG
         .replace("id = \"open-1\"", "id = \"open-2\"")
         .replace("{ \"capped-model\" = 2 }", "{}");
@@ -506,23 +507,24 @@ fn continued_metrics_keep_counts_and_follow_the_new_handles() {
     })
     .unwrap();
     let m = old
+        .table
         .metrics
         .continued(
             &next.config,
-            &next.providers,
-            &next.connections,
-            next.clock,
-            next.actor_stats.clone(),
+            &next.table.providers,
+            &next.table.connections,
+            next.table.clock,
+            next.table.actor_stats.clone(),
         )
         .unwrap();
-    m.usage(next.provider_by_id["listed"], "gpt-4o-mini", &usage);
+    m.usage(next.table.provider_by_id["listed"], "gpt-4o-mini", &usage);
     let text = m.encode().unwrap();
     let tokens = "switchyard_gen_ai_client_token_usage_total";
     let labels = "model=\"gpt-4o-mini\",provider=\"listed\",token_type=\"input\"";
     assert_eq!(sample(&text, tokens, labels), Some(8.0), "{text}");
     assert!(text.contains("connection=\"open-2\""), "{text}");
     assert!(!text.contains("connection=\"open-1\""), "{text}");
-    assert_eq!(text, old.metrics.encode().unwrap(), "one registry");
+    assert_eq!(text, old.table.metrics.encode().unwrap(), "one registry");
 }
 
 /// A JSON answer's timer travels with its body: nothing is recorded while actix still holds
@@ -530,7 +532,7 @@ fn continued_metrics_keep_counts_and_follow_the_new_handles() {
 #[test]
 fn a_timed_body_records_when_it_is_dropped() {
     let rt = runtime();
-    let m = &rt.metrics;
+    let m = &rt.table.metrics;
     let overhead = || {
         let text = m.encode().unwrap();
         sample(

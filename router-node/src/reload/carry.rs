@@ -51,11 +51,11 @@ pub(super) fn warn_restart_only(old: &Config, next: &Config) {
 pub(super) fn carry_node_state(old: &Runtime, next: &mut Runtime) {
     next.lifecycle = old.lifecycle.clone();
     next.stats = old.stats.clone();
-    next.table.actor_stats = old.actor_stats.clone();
+    next.table.actor_stats = old.table.actor_stats.clone();
     next.node_id = old.node_id.clone();
     // `[cluster]` is restart-only: the node keeps its store connection, subscriber and
     // identity (boot id) across reloads, so peers never see it as a new node.
-    next.table.cluster = old.cluster.clone();
+    next.table.cluster = old.table.cluster.clone();
 }
 
 /// A memory-only persisted settings layer (no state directory) exists only in the old
@@ -71,7 +71,7 @@ pub(super) async fn carry_settings(old: &Runtime, next: &Runtime) {
         return;
     }
     let built = settings::build(&next.config, next.settings_store.env(), &persisted);
-    next.settings.store(Arc::new(built.values()));
+    next.table.settings.store(Arc::new(built.values()));
 }
 
 /// Seeds the new handles from the old ones with the same id (connection snapshots, breaker
@@ -81,8 +81,8 @@ pub(super) async fn carry_resilience_state(
     old: &Runtime,
     next: &Runtime,
 ) -> HashMap<String, Breaker> {
-    for conn in &next.connections {
-        let Some(prev) = old.connection(&conn.id) else {
+    for conn in &next.table.connections {
+        let Some(prev) = old.table.connection(&conn.id) else {
             continue;
         };
         conn.cooldowns.add(&prev.cooldowns);
@@ -100,8 +100,8 @@ pub(super) async fn carry_resilience_state(
             .store(prev.last_used_at.load(Ordering::Relaxed), Ordering::Relaxed);
     }
     let mut breakers = HashMap::new();
-    for provider in &next.providers {
-        let Some(prev) = old.provider(&provider.id) else {
+    for provider in &next.table.providers {
+        let Some(prev) = old.table.provider(&provider.id) else {
             continue;
         };
         provider.transitions.add(&prev.transitions);
@@ -131,7 +131,7 @@ pub(super) async fn retire(old: Arc<Runtime>) {
         }
         tokio::time::sleep(RETIRE_POLL).await;
     }
-    for provider in &old.providers {
+    for provider in &old.table.providers {
         if let Some(addr) = provider.actor.get() {
             addr.do_send(Retire);
         }

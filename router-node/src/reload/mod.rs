@@ -75,7 +75,10 @@ impl RuntimeCell {
         for result in ["ok", "rejected"] {
             reloads.with_label_values(&[result]);
         }
-        rt.metrics.registry().register(Box::new(reloads.clone()))?;
+        rt.table
+            .metrics
+            .registry()
+            .register(Box::new(reloads.clone()))?;
         Ok(Self {
             generation: AtomicU64::new(rt.generation),
             current: ArcSwap::new(rt),
@@ -98,7 +101,7 @@ impl RuntimeCell {
         };
         let old = self.load();
         let env = |k: &str| std::env::var(k).ok();
-        let mut next = match load_runtime(path, &env, old.clock) {
+        let mut next = match load_runtime(path, &env, old.table.clock) {
             Ok(rt) => rt,
             Err(errors) => {
                 for e in &errors.errors {
@@ -125,13 +128,13 @@ impl RuntimeCell {
         let breakers = carry_resilience_state(&old, &next).await;
         let counts = Diff::of(&old, &next);
         let next = Arc::new(next);
-        crate::caps::gates::prepare(&next);
+        crate::caps::gates::prepare(&next.table);
         crate::actors::start_actors_seeded(
-            &next.providers,
-            &next.connections,
-            &next.settings.load(),
+            &next.table.providers,
+            &next.table.connections,
+            &next.table.settings.load(),
             arbiter,
-            next.actor_stats.clone(),
+            next.table.actor_stats.clone(),
             &breakers,
         );
         self.current.store(next);
@@ -156,17 +159,18 @@ impl RuntimeCell {
     /// Should that fail, it keeps its own fresh registry (counters restart from zero) and the
     /// reload counter is registered there.
     fn continue_metrics(&self, old: &Runtime, next: &mut Runtime) {
-        match old.metrics.continued(
+        match old.table.metrics.continued(
             &next.config,
-            &next.providers,
-            &next.connections,
-            next.clock,
-            next.actor_stats.clone(),
+            &next.table.providers,
+            &next.table.connections,
+            next.table.clock,
+            next.table.actor_stats.clone(),
         ) {
             Ok(metrics) => next.table.metrics = Arc::new(metrics),
             Err(e) => {
                 tracing::error!("config reload: metrics restart from zero: {e}");
                 if let Err(e) = next
+                    .table
                     .metrics
                     .registry()
                     .register(Box::new(self.reloads.clone()))

@@ -117,34 +117,49 @@ mod tests {
     #[actix_rt::test]
     async fn a_capped_connection_serialises_fail_open_and_frees_its_slot_once() {
         let rt = crate::routing::tests::runtime("http://127.0.0.1:9/v1", 30);
-        let capped = rt.connection("p-2").cloned().unwrap();
-        let held = serialise(&rt, &capped, 0, 10).await.unwrap();
+        let capped = rt.table.connection("p-2").cloned().unwrap();
+        let held = serialise(&rt.table, &capped, 0, 10).await.unwrap();
         assert!(held.is_some(), "p-2 takes one request: a slot");
         // The line is full (max 0 waiting): fail-open dispatches without a slot.
-        assert!(serialise(&rt, &capped, 0, 10).await.unwrap().is_none());
+        assert!(
+            serialise(&rt.table, &capped, 0, 10)
+                .await
+                .unwrap()
+                .is_none()
+        );
         // With room in the line the wait times out, and the request still goes.
-        assert!(serialise(&rt, &capped, 1, 10).await.unwrap().is_none());
+        assert!(
+            serialise(&rt.table, &capped, 1, 10)
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(
             capped.gate.in_use(),
             1,
             "nothing but the first holds a slot"
         );
 
-        let mut settings = (**rt.settings.load()).clone();
+        let mut settings = (**rt.table.settings.load()).clone();
         settings.concurrency.quota_share_fail_open = false;
-        rt.settings.store(Arc::new(settings));
+        rt.table.settings.store(Arc::new(settings));
         assert!(matches!(
-            serialise(&rt, &capped, 0, 10).await,
+            serialise(&rt.table, &capped, 0, 10).await,
             Err(SemaphoreError::QueueFull { .. })
         ));
         assert!(matches!(
-            serialise(&rt, &capped, 1, 10).await,
+            serialise(&rt.table, &capped, 1, 10).await,
             Err(SemaphoreError::Timeout { .. })
         ));
         drop(held);
         assert_eq!(capped.gate.in_use(), 0, "the one slot came back");
-        let uncapped = rt.connection("p-1").cloned().unwrap();
-        assert!(serialise(&rt, &uncapped, 0, 10).await.unwrap().is_none());
+        let uncapped = rt.table.connection("p-1").cloned().unwrap();
+        assert!(
+            serialise(&rt.table, &uncapped, 0, 10)
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

@@ -118,33 +118,37 @@ max_attempts = {max_attempts}
 /// a time past its reset timeout, so the next admission is a probe.
 pub(crate) async fn start_half_open(rt: &Runtime) {
     let profile = rt
+        .table
         .settings
         .load()
-        .breaker_profile(rt.providers[0].config.category);
+        .breaker_profile(rt.table.providers[0].config.category);
     let mut breaker = Breaker::new(profile);
     for _ in 0..profile.failure_threshold {
         let _ = breaker.on_outcome(None, BreakerOutcome::Failure(FailureKind::Transient), 0);
     }
     let seeds = HashMap::from([("p".to_owned(), breaker)]);
     actors::start_actors_seeded(
-        &rt.providers,
-        &rt.connections,
-        &rt.settings.load(),
+        &rt.table.providers,
+        &rt.table.connections,
+        &rt.table.settings.load(),
         &Arbiter::current(),
-        rt.actor_stats.clone(),
+        rt.table.actor_stats.clone(),
         &seeds,
     );
-    let addr = rt.providers[0].actor.get().unwrap();
+    let addr = rt.table.providers[0].actor.get().unwrap();
     let later = profile.reset_timeout_ms * profile.max_backoff_multiplier as u64 + 1;
     addr.send(GetBreakerStatus { at: later }).await.unwrap();
-    assert_eq!(rt.providers[0].breaker.load().view, BreakerView::HalfOpen);
+    assert_eq!(
+        rt.table.providers[0].breaker.load().view,
+        BreakerView::HalfOpen
+    );
 }
 
 /// Probe leases the breaker of provider `p` still holds (after every message sent so far).
 pub(crate) async fn probes_in_flight(rt: &Runtime) -> usize {
-    let addr = rt.providers[0].actor.get().unwrap();
+    let addr = rt.table.providers[0].actor.get().unwrap();
     let breaker = addr.send(GetBreaker).await.unwrap();
-    breaker.probes_in_flight(rt.clock.now())
+    breaker.probes_in_flight(rt.table.clock.now())
 }
 
 pub(crate) fn request(format: ClientFormat, body: &str) -> RouteRequest {
@@ -171,7 +175,7 @@ async fn max_attempts_after_a_readmitted_probe_releases_the_probe() {
     let rt = runtime(&base, 1);
     start_half_open(&rt).await;
     let req = request(ClientFormat::OpenAiChat, CHAT);
-    let result = tokio::time::timeout(Duration::from_secs(10), route(&rt, &req))
+    let result = tokio::time::timeout(Duration::from_secs(10), route(&rt.table, &req))
         .await
         .unwrap();
     let Err(e) = result else {
@@ -192,7 +196,7 @@ async fn untranslatable_success_releases_the_probe() {
         ClientFormat::Anthropic,
         r#"{"model":"p/m","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}"#,
     );
-    let result = tokio::time::timeout(Duration::from_secs(10), route(&rt, &req))
+    let result = tokio::time::timeout(Duration::from_secs(10), route(&rt.table, &req))
         .await
         .unwrap();
     let Err(e) = result else {

@@ -36,7 +36,7 @@ fn target(provider: &str) -> Target {
 }
 
 fn ctx_for(rt: &Runtime, format: ClientFormat, body: &str) -> TargetCtx {
-    match eligibility::prepare(rt, &request(format, body), &target("p")) {
+    match eligibility::prepare(&rt.table, &request(format, body), &target("p")) {
         Ok(Step::Go(ctx)) => ctx,
         _ => panic!("provider p is configured"),
     }
@@ -50,7 +50,7 @@ fn rc(max_attempts: u32) -> RequestCtx {
 }
 
 fn conn(rt: &Runtime, id: &str) -> Arc<ConnHandle> {
-    rt.connection(id).cloned().unwrap()
+    rt.table.connection(id).cloned().unwrap()
 }
 
 fn upstream_failure(status: u16) -> AttemptFailure {
@@ -68,7 +68,7 @@ async fn prepare_skips_an_unknown_provider_and_plans_translation() {
     let rt = runtime("http://127.0.0.1:9/v1", 30);
     let req = request(ClientFormat::OpenAiChat, CHAT);
     assert!(matches!(
-        eligibility::prepare(&rt, &req, &target("nope")),
+        eligibility::prepare(&rt.table, &req, &target("nope")),
         Ok(Step::Skip(TargetSkip::NoConnections))
     ));
     let native = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
@@ -83,17 +83,17 @@ async fn prepare_skips_an_unknown_provider_and_plans_translation() {
 #[actix_rt::test]
 async fn breaker_gate_passes_closed_skips_open_and_admits_one_probe() {
     let rt = runtime("http://127.0.0.1:9/v1", 30);
-    let provider = rt.providers[0].clone();
+    let provider = rt.table.providers[0].clone();
     assert!(matches!(
-        eligibility::breaker_gate(&rt, &provider).await,
+        eligibility::breaker_gate(&rt.table, &provider).await,
         Step::Go(None)
     ));
-    let until = rt.clock.now() + 60_000;
+    let until = rt.table.clock.now() + 60_000;
     provider.breaker.store(Arc::new(BreakerSnapshot {
         view: BreakerView::Open { until },
         failure_count: 12,
     }));
-    match eligibility::breaker_gate(&rt, &provider).await {
+    match eligibility::breaker_gate(&rt.table, &provider).await {
         Step::Skip(TargetSkip::CircuitOpen { retry_after_ms }) => {
             assert!(retry_after_ms > 0 && retry_after_ms <= 60_000);
         }
@@ -102,14 +102,14 @@ async fn breaker_gate_passes_closed_skips_open_and_admits_one_probe() {
 
     let rt = runtime("http://127.0.0.1:9/v1", 30);
     start_half_open(&rt).await;
-    let provider = rt.providers[0].clone();
-    let Step::Go(Some(probe)) = eligibility::breaker_gate(&rt, &provider).await else {
+    let provider = rt.table.providers[0].clone();
+    let Step::Go(Some(probe)) = eligibility::breaker_gate(&rt.table, &provider).await else {
         panic!("a half-open breaker admits a probe");
     };
     assert_eq!(probes_in_flight(&rt).await, 1);
     // The budget is one probe: the next request is refused while the lease is held…
     assert!(matches!(
-        eligibility::breaker_gate(&rt, &provider).await,
+        eligibility::breaker_gate(&rt.table, &provider).await,
         Step::Skip(TargetSkip::CircuitOpen { .. })
     ));
     // …and dropping the guard hands the lease back.
@@ -123,8 +123,8 @@ async fn pick_connection_says_why_nothing_is_left() {
     let req = request(ClientFormat::OpenAiChat, CHAT);
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
     let mut rc = rc(30);
-    let now = rt.clock.now();
-    let Step::Go(first) = eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now) else {
+    let now = rt.table.clock.now();
+    let Step::Go(first) = eligibility::pick_connection(&rt.table, &req, &mut ctx, &rc, now) else {
         panic!("two healthy connections");
     };
     assert!(first.id.starts_with("p-"));
@@ -133,7 +133,7 @@ async fn pick_connection_says_why_nothing_is_left() {
     // exhaustion, not a block the snapshots show.
     rc.excluded = vec![0, 1];
     assert!(matches!(
-        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        eligibility::pick_connection(&rt.table, &req, &mut ctx, &rc, now),
         Step::Skip(TargetSkip::RequestExhaustion)
     ));
     // After a failure on this target: the target failed.
@@ -148,13 +148,13 @@ async fn pick_connection_says_why_nothing_is_left() {
         block: None,
     });
     assert!(matches!(
-        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        eligibility::pick_connection(&rt.table, &req, &mut ctx, &rc, now),
         Step::Skip(TargetSkip::Failed)
     ));
     // A saturated connection's reason comes first, once.
     ctx.gate_rejection = Some(TargetSkip::NoConnections);
     assert!(matches!(
-        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        eligibility::pick_connection(&rt.table, &req, &mut ctx, &rc, now),
         Step::Skip(TargetSkip::NoConnections)
     ));
     assert!(ctx.gate_rejection.is_none());
@@ -164,7 +164,7 @@ async fn pick_connection_says_why_nothing_is_left() {
     rc.report.last_failure = None;
     ctx.pinned = Some("p-9".into());
     assert!(matches!(
-        eligibility::pick_connection(&rt, &req, &mut ctx, &rc, now),
+        eligibility::pick_connection(&rt.table, &req, &mut ctx, &rc, now),
         Step::Skip(TargetSkip::NoConnections)
     ));
 }
@@ -176,8 +176,12 @@ async fn fence_passes_ordinary_requests_and_refuses_a_lease_on_another_connectio
     let rt = runtime("http://127.0.0.1:9/v1", 30);
     let p1 = conn(&rt, "p-1");
     let plain = request(ClientFormat::OpenAiChat, CHAT);
-    let fenced = fence::before_permits(&rt, &plain, &p1).await.unwrap();
-    assert!(fence::at_dispatch(&rt, &plain, &p1, fenced).await.is_ok());
+    let fenced = fence::before_permits(&rt.table, &plain, &p1).await.unwrap();
+    assert!(
+        fence::at_dispatch(&rt.table, &plain, &p1, fenced)
+            .await
+            .is_ok()
+    );
 
     let mut leased = request(ClientFormat::OpenAiChat, CHAT);
     leased.lease = Some(LeaseClaim::new(
@@ -186,7 +190,7 @@ async fn fence_passes_ordinary_requests_and_refuses_a_lease_on_another_connectio
         "p-2".into(),
         "k".into(),
     ));
-    let Err(e) = fence::before_permits(&rt, &leased, &p1).await else {
+    let Err(e) = fence::before_permits(&rt.table, &leased, &p1).await else {
         panic!("a lease on p-2 cannot dispatch to p-1");
     };
     assert_eq!(e.code, "LEASE_CONNECTION_MISMATCH");
@@ -194,10 +198,10 @@ async fn fence_passes_ordinary_requests_and_refuses_a_lease_on_another_connectio
     // has passed (here: the store has no such lease, so the holder is stale).
     let long_ago = fence::Fenced::at(0);
     let p2 = conn(&rt, "p-2");
-    while rt.clock.now() == 0 {
+    while rt.table.clock.now() == 0 {
         tokio::task::yield_now().await;
     }
-    let Err(e) = fence::at_dispatch(&rt, &leased, &p2, long_ago).await else {
+    let Err(e) = fence::at_dispatch(&rt.table, &leased, &p2, long_ago).await else {
         panic!("a lease the store does not know is stale");
     };
     assert_eq!(e.code, "LEASE_FENCE_STALE");
@@ -208,31 +212,31 @@ async fn fence_passes_ordinary_requests_and_refuses_a_lease_on_another_connectio
 #[actix_rt::test]
 async fn permits_count_in_flight_until_dropped_and_a_full_gate_is_refused() {
     let rt = runtime("http://127.0.0.1:9/v1", 30);
-    let mut settings = (**rt.settings.load()).clone();
+    let mut settings = (**rt.table.settings.load()).clone();
     settings.concurrency.semaphore_max_queue = 0;
-    rt.settings.store(Arc::new(settings));
-    let provider = rt.providers[0].clone();
+    rt.table.settings.store(Arc::new(settings));
+    let provider = rt.table.providers[0].clone();
     let capped = conn(&rt, "p-2");
-    let held = permits::acquire(&rt, &provider, &capped, "m", false)
+    let held = permits::acquire(&rt.table, &provider, &capped, "m", false)
         .await
         .unwrap();
     assert_eq!(capped.inflight.load(Ordering::Acquire), 1);
     assert_eq!(provider.inflight.load(Ordering::Acquire), 1);
 
-    let Err(skip) = permits::acquire(&rt, &provider, &capped, "m", false).await else {
+    let Err(skip) = permits::acquire(&rt.table, &provider, &capped, "m", false).await else {
         panic!("p-2 allows one request at a time");
     };
     assert!(matches!(skip, TargetSkip::Saturated { .. }), "{skip:?}");
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
     let mut rc = rc(30);
-    permits::refused(&rt, &mut ctx, &mut rc, &capped, skip);
+    permits::refused(&rt.table, &mut ctx, &mut rc, &capped, skip);
     assert_eq!(rc.excluded, vec![capped.idx]);
     assert!(ctx.gate_rejection.is_some() && ctx.fallback);
 
     drop(held);
     assert_eq!(capped.inflight.load(Ordering::Acquire), 0);
     assert_eq!(provider.inflight.load(Ordering::Acquire), 0);
-    let again = permits::acquire(&rt, &provider, &capped, "m", false).await;
+    let again = permits::acquire(&rt.table, &provider, &capped, "m", false).await;
     assert!(again.is_ok(), "the permit came back on drop");
 }
 
@@ -244,10 +248,10 @@ async fn count_stops_at_the_attempt_cap() {
     let ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
     let p1 = conn(&rt, "p-1");
     let mut rc = rc(1);
-    assert!(attempt::count(&mut rc, &ctx, &p1, rt.clock.now()).is_ok());
+    assert!(attempt::count(&mut rc, &ctx, &p1, rt.table.clock.now()).is_ok());
     assert_eq!(rc.report.attempts, 1);
     assert_eq!(ctx.provider.last_used_conn.load(Ordering::Acquire), p1.idx);
-    let Err(e) = attempt::count(&mut rc, &ctx, &p1, rt.clock.now()) else {
+    let Err(e) = attempt::count(&mut rc, &ctx, &p1, rt.table.clock.now()) else {
         panic!("one attempt allowed");
     };
     assert_eq!(e.code, "max_attempts_exceeded");
@@ -271,7 +275,9 @@ async fn attempt_replies_fails_or_cannot_translate() {
         let req = request(format, body);
         let ctx = ctx_for(&rt, format, body);
         let p1 = conn(&rt, "p-1");
-        let got = match attempt::attempt(&rt, &req, &ctx, &p1, 0, rt.clock.now(), false).await {
+        let got = match attempt::attempt(&rt.table, &req, &ctx, &p1, 0, rt.table.clock.now(), false)
+            .await
+        {
             Attempted::Replied(_) => "replied",
             Attempted::Failed(f) => {
                 assert_eq!(f.status, Some(429));
@@ -297,7 +303,7 @@ async fn a_retryable_failure_retries_elsewhere_and_a_client_error_fails() {
     let mut rc = rc(30);
     let p1 = conn(&rt, "p-1");
     let next = outcome::on_failure(
-        &rt,
+        &rt.table,
         &req,
         &mut ctx,
         &mut rc,
@@ -316,7 +322,7 @@ async fn a_retryable_failure_retries_elsewhere_and_a_client_error_fails() {
 
     let p2 = conn(&rt, "p-2");
     let next = outcome::on_failure(
-        &rt,
+        &rt.table,
         &req,
         &mut ctx,
         &mut rc,
@@ -337,7 +343,7 @@ async fn a_failed_probe_settles_its_lease_and_leaves_the_target() {
     start_half_open(&rt).await;
     let req = request(ClientFormat::OpenAiChat, CHAT);
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
-    let Step::Go(probe) = eligibility::breaker_gate(&rt, &ctx.provider).await else {
+    let Step::Go(probe) = eligibility::breaker_gate(&rt.table, &ctx.provider).await else {
         panic!("half-open admits a probe");
     };
     ctx.probe = probe;
@@ -345,7 +351,7 @@ async fn a_failed_probe_settles_its_lease_and_leaves_the_target() {
     let p1 = conn(&rt, "p-1");
     // A server error is the provider's: the probe failed, the breaker reopens.
     let next = outcome::on_failure(
-        &rt,
+        &rt.table,
         &req,
         &mut ctx,
         &mut rc,
@@ -358,7 +364,7 @@ async fn a_failed_probe_settles_its_lease_and_leaves_the_target() {
     assert!(ctx.probe.is_none());
     assert_eq!(probes_in_flight(&rt).await, 0);
     assert!(matches!(
-        rt.providers[0].breaker.load().view,
+        rt.table.providers[0].breaker.load().view,
         BreakerView::Open { .. }
     ));
 }
@@ -369,7 +375,7 @@ async fn an_ignored_probe_failure_hands_the_lease_on_to_the_next_connection() {
     start_half_open(&rt).await;
     let req = request(ClientFormat::OpenAiChat, CHAT);
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
-    let Step::Go(Some(probe)) = eligibility::breaker_gate(&rt, &ctx.provider).await else {
+    let Step::Go(Some(probe)) = eligibility::breaker_gate(&rt.table, &ctx.provider).await else {
         panic!("half-open admits a probe");
     };
     let first = probe.generation();
@@ -379,7 +385,7 @@ async fn an_ignored_probe_failure_hands_the_lease_on_to_the_next_connection() {
     // A connection's 429 says nothing about the provider: the lease goes back and the next
     // connection goes as a new probe.
     let next = outcome::on_failure(
-        &rt,
+        &rt.table,
         &req,
         &mut ctx,
         &mut rc,
@@ -403,18 +409,19 @@ async fn a_successful_probe_settles_its_lease_and_closes_the_breaker() {
     start_half_open(&rt).await;
     let req = request(ClientFormat::OpenAiChat, CHAT);
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
-    let Step::Go(probe) = eligibility::breaker_gate(&rt, &ctx.provider).await else {
+    let Step::Go(probe) = eligibility::breaker_gate(&rt.table, &ctx.provider).await else {
         panic!("half-open admits a probe");
     };
     ctx.probe = probe;
     let rc = rc(30);
     let p1 = conn(&rt, "p-1");
     let provider = ctx.provider.clone();
-    let permits = permits::acquire(&rt, &provider, &p1, "m", false)
+    let permits = permits::acquire(&rt.table, &provider, &p1, "m", false)
         .await
         .unwrap();
-    let started = rt.clock.now();
-    let Attempted::Replied(body) = attempt::attempt(&rt, &req, &ctx, &p1, 0, started, false).await
+    let started = rt.table.clock.now();
+    let Attempted::Replied(body) =
+        attempt::attempt(&rt.table, &req, &ctx, &p1, 0, started, false).await
     else {
         panic!("the upstream answers 200");
     };
@@ -424,11 +431,14 @@ async fn a_successful_probe_settles_its_lease_and_closes_the_breaker() {
         permits,
         started,
     };
-    let routed = outcome::on_success(&rt, &req, ctx, &rc, ok);
+    let routed = outcome::on_success(&rt.table, &req, ctx, &rc, ok);
     assert!(routed.probe.is_some());
     assert_eq!(routed.target, "p/m");
     assert_eq!(probes_in_flight(&rt).await, 0);
-    assert_eq!(rt.providers[0].breaker.load().view, BreakerView::Closed);
+    assert_eq!(
+        rt.table.providers[0].breaker.load().view,
+        BreakerView::Closed
+    );
     drop(routed);
     assert_eq!(p1.inflight.load(Ordering::Acquire), 0);
 }
@@ -454,14 +464,23 @@ async fn a_generic_400_moves_a_combo_to_its_next_target_and_a_body_specific_one_
         is_combo: true,
         ..rc(30)
     };
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut combo, &p1, &generic, false).await;
+    let next =
+        outcome::on_failure(&rt.table, &req, &mut ctx, &mut combo, &p1, &generic, false).await;
     assert!(matches!(next, Next::Skip(TargetSkip::Failed)), "{next:?}");
     assert!(
         combo.excluded.is_empty(),
         "the connection stays usable for the provider's other models"
     );
-    let next =
-        outcome::on_failure(&rt, &req, &mut ctx, &mut combo, &p1, &body_specific, false).await;
+    let next = outcome::on_failure(
+        &rt.table,
+        &req,
+        &mut ctx,
+        &mut combo,
+        &p1,
+        &body_specific,
+        false,
+    )
+    .await;
     let Next::Fail(e) = next else {
         panic!("a body-specific 400 stops the combo: {next:?}");
     };
@@ -470,7 +489,8 @@ async fn a_generic_400_moves_a_combo_to_its_next_target_and_a_body_specific_one_
     // A direct request answers with the generic 400 as it is.
     let mut ctx = ctx_for(&rt, ClientFormat::OpenAiChat, CHAT);
     let mut direct = rc(30);
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut direct, &p1, &generic, false).await;
+    let next =
+        outcome::on_failure(&rt.table, &req, &mut ctx, &mut direct, &p1, &generic, false).await;
     assert!(matches!(next, Next::Fail(_)), "{next:?}");
 }
 
@@ -489,7 +509,7 @@ async fn a_target_timeout_is_answered_as_524_and_auth_failures_exhaust_the_conne
         transport: Some(switchyard_shared::classify::TransportFailure::Timeout),
         ..AttemptFailure::default()
     };
-    let next = outcome::on_failure(&rt, &req, &mut ctx, &mut rc, &p1, &timeout, true).await;
+    let next = outcome::on_failure(&rt.table, &req, &mut ctx, &mut rc, &p1, &timeout, true).await;
     assert!(matches!(next, Next::Retry), "{next:?}");
     let last = rc.report.last_failure.clone().unwrap();
     assert_eq!(last.status, Some(outcome::TARGET_TIMEOUT_STATUS));
@@ -506,7 +526,7 @@ async fn a_target_timeout_is_answered_as_524_and_auth_failures_exhaust_the_conne
 
     let p2 = conn(&rt, "p-2");
     let _ = outcome::on_failure(
-        &rt,
+        &rt.table,
         &req,
         &mut ctx,
         &mut rc,
