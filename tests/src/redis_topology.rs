@@ -181,6 +181,8 @@ impl RedisCluster {
                 ])
                 .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
                 .args(["--save", "", "--appendonly", "no"])
+                // Replicas sync at once, not after Redis 7's 5 s wait for more of them.
+                .args(["--repl-diskless-sync-delay", "0"])
                 .arg("--dir")
                 .arg(dir.path())
                 .stdin(Stdio::null())
