@@ -79,6 +79,20 @@ async fn upstream() -> MockHandle {
     mock
 }
 
+/// Waits until every node is subscribed to the cluster's events (not degraded).
+async fn subscribed(nodes: &[NodeProcess]) {
+    for n in nodes {
+        assert!(
+            eventually(Duration::from_secs(15), || async {
+                !cluster_degraded_async(n.admin).await
+            })
+            .await,
+            "not subscribed; log:\n{}",
+            n.log()
+        );
+    }
+}
+
 struct Run {
     setup: Duration,
     peak: u64,
@@ -101,16 +115,7 @@ async fn one_run(run: usize) -> Run {
     })
     .await
     .unwrap();
-    for n in &nodes {
-        assert!(
-            eventually(Duration::from_secs(15), || async {
-                !cluster_degraded_async(n.admin).await
-            })
-            .await,
-            "run {run}: not subscribed through the sentinel; log:\n{}",
-            n.log()
-        );
-    }
+    subscribed(&nodes).await;
     let setup = setup.elapsed();
     let http = reqwest::Client::builder()
         .no_proxy()
@@ -259,16 +264,7 @@ async fn a_cap_of_one_holds_across_redis_restarts_that_lose_every_grant() {
     })
     .await
     .unwrap();
-    for n in &nodes {
-        assert!(
-            eventually(Duration::from_secs(15), || async {
-                !cluster_degraded_async(n.admin).await
-            })
-            .await,
-            "not subscribed; log:\n{}",
-            n.log()
-        );
-    }
+    subscribed(&nodes).await;
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))

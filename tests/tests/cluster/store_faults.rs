@@ -131,6 +131,23 @@ async fn rate_limit(http: &reqwest::Client, mock: &MockHandle, node: &NodeProces
     assert_eq!(status, 200, "a request was not served: {reply}");
 }
 
+/// k0 meets a 429 on `a` and cools everywhere: in Redis and on both nodes.
+async fn k0_cools_everywhere(
+    http: &reqwest::Client,
+    mock: &MockHandle,
+    shared: &RedisStore,
+    [a, b]: [&NodeProcess; 2],
+) {
+    rate_limit(http, mock, a, "sk-0").await;
+    assert!(
+        eventually(STATE_DEADLINE, || async {
+            cooling_in(shared).await == ["k0"] && agree(http, shared, &[a, b]).await
+        })
+        .await,
+        "the 429 did not reach Redis and b"
+    );
+}
+
 async fn start(mock: &MockHandle, redis_url: String) -> Vec<NodeProcess> {
     let body = body(mock, CONNS.len());
     let env = key_env(CONNS.len());
@@ -286,14 +303,7 @@ async fn refused_writes_scenario(refusal: Refusal) {
     let shared = store(&redis.url());
 
     // k0 cools everywhere, in Redis too.
-    rate_limit(&http, &mock, a, "sk-0").await;
-    assert!(
-        eventually(STATE_DEADLINE, || async {
-            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
-        })
-        .await,
-        "the 429 did not reach Redis and b"
-    );
+    k0_cools_everywhere(&http, &mock, &shared, [a, b]).await;
 
     // Writes answer OOM or MISCONF; reads still work (and `PING` too under OOM: a master
     // that cannot persist refuses `PING` as well, so that monitoring notices).
@@ -373,14 +383,7 @@ async fn operator_actions_on_a_demoted_master_answer_503_readonly_and_change_not
     let http = client();
     let shared = store(&master.url());
 
-    rate_limit(&http, &mock, a, "sk-0").await;
-    assert!(
-        eventually(STATE_DEADLINE, || async {
-            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
-        })
-        .await,
-        "the 429 did not reach Redis and b"
-    );
+    k0_cools_everywhere(&http, &mock, &shared, [a, b]).await;
 
     // A failover the nodes were not told of: the replica takes over and the old master
     // follows it, so the nodes' server answers reads and `PING`, and `READONLY` to writes.
@@ -505,14 +508,7 @@ async fn operator_actions_while_a_script_runs_past_its_limit_answer_503_busy_and
     let http = client();
     let shared = store(&redis.url());
 
-    rate_limit(&http, &mock, a, "sk-0").await;
-    assert!(
-        eventually(STATE_DEADLINE, || async {
-            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
-        })
-        .await,
-        "the 429 did not reach Redis and b"
-    );
+    k0_cools_everywhere(&http, &mock, &shared, [a, b]).await;
 
     // A read-only script that spins for at most 20 s (bounded even if the kill below fails).
     let threshold = redis_cli(
@@ -612,14 +608,7 @@ async fn operator_actions_while_redis_loads_its_dataset_answer_503_and_change_no
     let http = client();
     let shared = store(&redis.url());
 
-    rate_limit(&http, &mock, a, "sk-0").await;
-    assert!(
-        eventually(STATE_DEADLINE, || async {
-            cooling_in(&shared).await == ["k0"] && agree(&http, &shared, &[a, b]).await
-        })
-        .await,
-        "the 429 did not reach Redis and b"
-    );
+    k0_cools_everywhere(&http, &mock, &shared, [a, b]).await;
     let port = redis.port;
     let filled = redis_cli(
         port,
